@@ -1,0 +1,434 @@
+//! `Component`: one deployable of an App, of one `type`, with the source
+//! block matching that type.
+
+use crate::drift::DriftSettings;
+use crate::operation::{EntityKind, Operation};
+use crate::role::validate_role_name;
+use crate::validation::{
+    FieldError, NameRule, Validate, duplicates, validate_name, validate_object_name,
+    validate_required,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Spec of a `Component`. Exactly the source block named by `type` is set
+/// (`helm` for `helm_chart`, `terraform` for `terraform_module`, ...).
+#[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "outpost.dev",
+    version = "v1alpha1",
+    kind = "Component",
+    namespaced,
+    status = "ComponentStatus",
+    derive = "PartialEq",
+    shortname = "comp",
+    category = "outpost",
+    doc = "One deployable part of an App.",
+    printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
+    printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentSpec {
+    /// Name of the App this component belongs to.
+    pub app: String,
+    /// What kind of deployable this is.
+    #[serde(rename = "type")]
+    pub type_: ComponentType,
+    /// Source for `kubernetes_manifest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<ManifestSource>,
+    /// Source for `helm_chart`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm: Option<HelmSource>,
+    /// Source for `terraform_module`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terraform: Option<TerraformSource>,
+    /// Source for `cloudformation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloudformation: Option<CloudFormationSource>,
+    /// Source for `container_image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageSource>,
+    /// Source for `job`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobSource>,
+    /// Components (of the same App) deployed before this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// Role per operation (`deploy`, `teardown`): a role name template of the App.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub operation_roles: BTreeMap<String, String>,
+    /// Drift schedule; the App's when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftSettings>,
+}
+
+/// Status of a `Component`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentStatus {
+    /// `Ready` and others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// `metadata.generation` the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// What kind of deployable a component is.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentType {
+    /// Kubernetes manifests applied to the install's cluster.
+    KubernetesManifest,
+    /// A Helm chart released into the install's cluster.
+    HelmChart,
+    /// A Terraform module applied in the customer's account.
+    TerraformModule,
+    /// A CloudFormation stack in the customer's account.
+    Cloudformation,
+    /// A container image copied into the customer's registry.
+    ContainerImage,
+    /// A one-off container run to completion.
+    Job,
+}
+
+impl ComponentType {
+    /// Field name of the source block this type requires.
+    pub fn source_field(self) -> &'static str {
+        match self {
+            Self::KubernetesManifest => "manifest",
+            Self::HelmChart => "helm",
+            Self::TerraformModule => "terraform",
+            Self::Cloudformation => "cloudformation",
+            Self::ContainerImage => "image",
+            Self::Job => "job",
+        }
+    }
+}
+
+/// Kubernetes manifests, as one multi-document YAML template.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestSource {
+    /// Namespace objects without one go into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The manifests, a template rendered before parsing.
+    pub content: String,
+}
+
+/// A Helm chart.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmSource {
+    /// Chart name, or an `oci://` reference.
+    pub chart: String,
+    /// Chart repository URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Chart version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Release namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Values as dotted paths (like `helm --set`), each a template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, String>,
+}
+
+/// A Terraform module.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TerraformSource {
+    /// Module source address.
+    pub source: String,
+    /// Module version, for registry sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Module variables, each a template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, String>,
+}
+
+/// A CloudFormation stack.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudFormationSource {
+    /// URL of the template.
+    pub template_url: String,
+    /// Stack name template; derived from install and component when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_name: Option<String>,
+    /// Stack parameters, each a template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// A container image copied into the customer's registry.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSource {
+    /// Source image repository (`registry/name`).
+    pub repository: String,
+    /// Tag or digest, a template.
+    pub tag: String,
+    /// Destination repository in the customer's account, a template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+}
+
+/// A container run to completion.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSource {
+    /// Image reference, a template.
+    pub image: String,
+    /// Command and arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Environment variables, each a template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+impl ComponentSpec {
+    /// Field names of the source blocks that are set.
+    fn sources_set(&self) -> Vec<&'static str> {
+        [
+            ("manifest", self.manifest.is_some()),
+            ("helm", self.helm.is_some()),
+            ("terraform", self.terraform.is_some()),
+            ("cloudformation", self.cloudformation.is_some()),
+            ("image", self.image.is_some()),
+            ("job", self.job.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
+
+impl Validate for Component {
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errors = validate_object_name(&self.metadata, NameRule::Label);
+        let spec = &self.spec;
+        errors.extend(validate_name("spec.app", &spec.app, NameRule::Label));
+        let wanted = spec.type_.source_field();
+        let set = spec.sources_set();
+        if !set.contains(&wanted) {
+            errors.push(FieldError::required(
+                format!("spec.{wanted}"),
+                format!(
+                    "spec.type is {:?}",
+                    serde_json::to_value(spec.type_).unwrap_or_default()
+                ),
+            ));
+        }
+        for other in set.into_iter().filter(|s| *s != wanted) {
+            errors.push(FieldError::forbidden(
+                format!("spec.{other}"),
+                format!("only spec.{wanted} may be set for this spec.type"),
+            ));
+        }
+        let required = [
+            spec.manifest
+                .as_ref()
+                .map(|m| ("spec.manifest.content", m.content.as_str())),
+            spec.helm
+                .as_ref()
+                .map(|h| ("spec.helm.chart", h.chart.as_str())),
+            spec.terraform
+                .as_ref()
+                .map(|t| ("spec.terraform.source", t.source.as_str())),
+            spec.cloudformation
+                .as_ref()
+                .map(|c| ("spec.cloudformation.templateUrl", c.template_url.as_str())),
+            spec.image
+                .as_ref()
+                .map(|i| ("spec.image.repository", i.repository.as_str())),
+            spec.image
+                .as_ref()
+                .map(|i| ("spec.image.tag", i.tag.as_str())),
+            spec.job
+                .as_ref()
+                .map(|j| ("spec.job.image", j.image.as_str())),
+        ];
+        for (field, value) in required.into_iter().flatten() {
+            errors.extend(validate_required(field, value));
+        }
+        for (i, dep) in spec.dependencies.iter().enumerate() {
+            let field = format!("spec.dependencies[{i}]");
+            errors.extend(validate_name(&field, dep, NameRule::Label));
+            if self.metadata.name.as_deref() == Some(dep.as_str()) {
+                errors.push(FieldError::invalid(
+                    field,
+                    dep,
+                    "a component cannot depend on itself",
+                ));
+            }
+        }
+        errors.extend(duplicates(
+            spec.dependencies.iter().map(String::as_str),
+            |i| format!("spec.dependencies[{i}]"),
+        ));
+        errors.extend(validate_operation_roles(
+            "spec.operationRoles",
+            &spec.operation_roles,
+            EntityKind::Component,
+        ));
+        if let Some(drift) = &spec.drift {
+            errors.extend(drift.validate_at("spec.drift"));
+        }
+        errors
+    }
+}
+
+/// Checks an inline `operationRoles` map of an entity of `kind`: keys are
+/// operations that apply to that kind, values valid role name templates.
+pub(crate) fn validate_operation_roles(
+    field: &str,
+    roles: &BTreeMap<String, String>,
+    kind: EntityKind,
+) -> Vec<FieldError> {
+    let supported: Vec<&str> = Operation::ALL
+        .into_iter()
+        .filter(|op| op.entity_kind() == kind)
+        .map(Operation::as_str)
+        .collect();
+    let mut errors = Vec::new();
+    for (op, role) in roles {
+        let at = format!("{field}.{op}");
+        if !supported.contains(&op.as_str()) {
+            errors.push(FieldError::not_supported(&at, op, &supported));
+        }
+        errors.extend(validate_role_name(&at, role));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FieldErrorKind;
+    use serde_json::json;
+
+    fn web() -> Component {
+        serde_json::from_value(json!({
+            "apiVersion": "outpost.dev/v1alpha1",
+            "kind": "Component",
+            "metadata": {"name": "web"},
+            "spec": {
+                "app": "shopfront",
+                "type": "kubernetes_manifest",
+                "manifest": {"content": "apiVersion: v1\nkind: Service\n"},
+                "dependencies": ["database"],
+                "operationRoles": {"deploy": "{{ install.id }}-maintenance"}
+            }
+        }))
+        .expect("test Component is well-formed")
+    }
+
+    fn errors(c: &Component) -> Vec<(String, FieldErrorKind)> {
+        c.validate()
+            .into_iter()
+            .map(|e| (e.field, e.kind))
+            .collect()
+    }
+
+    #[test]
+    fn valid_component() {
+        assert_eq!(web().validate(), vec![]);
+    }
+
+    #[test]
+    fn type_and_source_block_must_match() {
+        let mut c = web();
+        c.spec.type_ = ComponentType::HelmChart;
+        assert_eq!(
+            errors(&c),
+            [
+                ("spec.helm".into(), FieldErrorKind::Required),
+                ("spec.manifest".into(), FieldErrorKind::Forbidden),
+            ]
+        );
+        c.spec.helm = Some(HelmSource {
+            chart: "redis".into(),
+            repository: None,
+            version: None,
+            namespace: None,
+            values: BTreeMap::new(),
+        });
+        assert_eq!(
+            errors(&c),
+            [("spec.manifest".into(), FieldErrorKind::Forbidden)]
+        );
+        c.spec.manifest = None;
+        assert_eq!(errors(&c), []);
+    }
+
+    #[test]
+    fn dependencies_are_checked() {
+        let mut c = web();
+        c.spec.dependencies = vec!["database".into(), "web".into(), "database".into()];
+        assert_eq!(
+            errors(&c),
+            [
+                ("spec.dependencies[1]".into(), FieldErrorKind::Invalid),
+                ("spec.dependencies[2]".into(), FieldErrorKind::Duplicate),
+            ]
+        );
+    }
+
+    #[test]
+    fn operation_roles_only_for_component_operations() {
+        let mut c = web();
+        c.spec
+            .operation_roles
+            .insert("provision".into(), "r".into());
+        c.spec
+            .operation_roles
+            .insert("teardown".into(), "bad role".into());
+        assert_eq!(
+            errors(&c),
+            [
+                (
+                    "spec.operationRoles.provision".into(),
+                    FieldErrorKind::NotSupported
+                ),
+                (
+                    "spec.operationRoles.teardown".into(),
+                    FieldErrorKind::Invalid
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_source_fields_are_required() {
+        let mut c = web();
+        c.spec.manifest.as_mut().unwrap().content = " ".into();
+        c.spec.app = String::new();
+        assert_eq!(
+            errors(&c),
+            [
+                ("spec.app".into(), FieldErrorKind::Invalid),
+                ("spec.manifest.content".into(), FieldErrorKind::Required),
+            ]
+        );
+    }
+}

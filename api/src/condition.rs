@@ -1,0 +1,23 @@
+//! Condition types used in the status of Outpost kinds. Conditions themselves
+//! are Kubernetes' `meta/v1` [`Condition`].
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+/// `Ready`: the object has been reconciled and is usable.
+pub const READY: &str = "Ready";
+/// `Compiled`: a Policy's Rego module parsed and compiled.
+pub const COMPILED: &str = "Compiled";
+/// `Connected`: a Runner holds a live session with the control plane.
+pub const CONNECTED: &str = "Connected";
+/// `Approved`: a Plan is approved for its content hash.
+pub const APPROVED: &str = "Approved";
+
+/// The condition of `type_` in `conditions`, if any.
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether the condition of `type_` is present with status `True`.
+pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    find(conditions, type_).is_some_and(|c| c.status == "True")
+}

@@ -1,0 +1,30 @@
+//! The CustomResourceDefinitions of every Outpost kind.
+
+use crate::{
+    Action, App, AuditEvent, Component, DriftReport, Install, InstallStack, OperationRole, Plan,
+    Policy, Runner,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// API group of every Outpost kind.
+pub const GROUP: &str = "outpost.dev";
+/// API version of every Outpost kind.
+pub const VERSION: &str = "v1alpha1";
+
+/// The definitions of every Outpost kind, vendor-declared kinds first.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        App::crd(),
+        Component::crd(),
+        Action::crd(),
+        OperationRole::crd(),
+        Policy::crd(),
+        Install::crd(),
+        InstallStack::crd(),
+        Runner::crd(),
+        Plan::crd(),
+        DriftReport::crd(),
+        AuditEvent::crd(),
+    ]
+}

@@ -1,0 +1,61 @@
+//! Outpost resource kinds (`outpost.dev/v1alpha1`), their validation and
+//! defaults, and the value types they share.
+//!
+//! Every kind is a namespaced Kubernetes-style resource derived with
+//! [`kube::CustomResource`]; [`crds`] returns their definitions, from which the
+//! API server registers them. Every kind implements [`Validate`].
+//! How role names, templates and defaults work is described in the crate's
+//! `README.md`.
+
+// clippy reads the repeated `type_ = ...` inside `#[kube(printcolumn(...))]`
+// as duplicated attributes; they are separate columns.
+#![allow(clippy::duplicated_attributes)]
+
+pub mod action;
+pub mod app;
+pub mod audit_event;
+pub mod component;
+pub mod condition;
+pub mod crd;
+pub mod drift;
+pub mod drift_report;
+pub mod hash;
+pub mod input;
+pub mod install;
+pub mod install_stack;
+pub mod operation;
+pub mod operation_role;
+pub mod party;
+pub mod plan;
+pub mod policy;
+pub mod role;
+pub mod runner;
+pub mod template;
+pub mod validation;
+mod wire;
+
+pub use action::{Action, ActionSpec, Step, Trigger, TriggerKind};
+pub use app::{App, AppSpec, AppStatus, RunnerSettings, Sandbox, SandboxType};
+pub use audit_event::{AuditEvent, AuditEventSpec, AuditEventType};
+pub use component::{
+    CloudFormationSource, Component, ComponentSpec, ComponentStatus, ComponentType, HelmSource,
+    ImageSource, JobSource, ManifestSource, TerraformSource,
+};
+pub use crd::{GROUP, VERSION, crds};
+pub use drift::{DriftRemediation, DriftSettings, DriftState};
+pub use drift_report::{DiffEntry, DiffOp, DriftReport, DriftReportSpec};
+pub use hash::{content_hash, is_content_hash};
+pub use input::{InputGroup, InputSpec, InputType, KubernetesSecretTarget, SecretSpec};
+pub use install::{
+    ApprovalMode, CloudAccount, CloudProvider, ComponentPhase, ComponentState, Install,
+    InstallPhase, InstallSpec, InstallStatus, MaintenanceWindow, RunnerHealth, Weekday,
+};
+pub use install_stack::{InstallStack, InstallStackSpec, InstallStackStatus};
+pub use operation::{EntityKind, EntityRef, Operation};
+pub use operation_role::{OperationRole, OperationRoleSpec, Principal, PrincipalError};
+pub use party::Party;
+pub use plan::{Approval, Plan, PlanPhase, PlanSpec, PlanStatus, ResolvedRole, RoleLevel, Verdict};
+pub use policy::{Enforcement, Policy, PolicyInput, PolicySpec, PolicyStatus};
+pub use role::{InlinePolicy, Permissions, PermissionsBoundary, RoleSpec, RoleType};
+pub use runner::{Runner, RunnerSpec, RunnerStatus};
+pub use validation::{FieldError, FieldErrorKind, Validate};

@@ -1,0 +1,206 @@
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+use futures::future::try_join_all;
+
+use super::{EmbeddedOptions, EmbeddedStore, EtcdStore, Store, StoreError, ThrowawayEtcd};
+
+/// The store benchmark: creates ("puts") and compare-and-swap updates per second at
+/// several concurrencies, for both backends, next to raw `etcd-client` puts (the
+/// baseline of every ratio) and raw create-if-absent transactions measured in the same
+/// run, so the figures can be read as ratios on a noisy machine.
+#[derive(Clone, Debug)]
+pub struct StoreBench {
+    /// Operations per measurement.
+    pub ops: usize,
+    /// Concurrencies to measure at.
+    pub concurrency: Vec<usize>,
+    /// Bytes per value.
+    pub value_size: usize,
+    /// An etcd to use (`http://host:port`); a throwaway one is started when empty.
+    pub etcd: Vec<String>,
+}
+
+impl Default for StoreBench {
+    fn default() -> Self {
+        StoreBench {
+            ops: 5_000,
+            concurrency: vec![1, 64],
+            value_size: 256,
+            etcd: Vec::new(),
+        }
+    }
+}
+
+/// One measured figure.
+#[derive(Clone, Debug)]
+pub struct BenchRow {
+    /// `raw-etcd`, `etcd` or `embedded`.
+    pub backend: &'static str,
+    /// `put` or `txn` (raw etcd), `create` or `cas`.
+    pub operation: &'static str,
+    /// Concurrent clients.
+    pub concurrency: usize,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+}
+
+/// The benchmark's figures.
+#[derive(Clone, Debug)]
+pub struct StoreBenchReport {
+    /// Operations per measurement.
+    pub ops: usize,
+    /// Every figure.
+    pub rows: Vec<BenchRow>,
+}
+
+impl StoreBenchReport {
+    /// Raw etcd puts per second at `concurrency`.
+    pub fn baseline(&self, concurrency: usize) -> Option<f64> {
+        self.rows
+            .iter()
+            .find(|r| {
+                r.backend == "raw-etcd" && r.operation == "put" && r.concurrency == concurrency
+            })
+            .map(|r| r.ops_per_sec)
+    }
+}
+
+impl fmt::Display for StoreBenchReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "store benchmark: {} operations per figure", self.ops)?;
+        writeln!(
+            f,
+            "{:<10} {:<9} {:>5} {:>12} {:>18}",
+            "backend", "operation", "conc", "ops/s", "ratio to raw etcd"
+        )?;
+        for row in &self.rows {
+            let ratio = self
+                .baseline(row.concurrency)
+                .map(|b| format!("{:.2}", row.ops_per_sec / b))
+                .unwrap_or_else(|| "-".into());
+            writeln!(
+                f,
+                "{:<10} {:<9} {:>5} {:>12.0} {:>18}",
+                row.backend, row.operation, row.concurrency, row.ops_per_sec, ratio
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl StoreBench {
+    /// Runs every measurement.
+    pub async fn run(&self) -> Result<StoreBenchReport, StoreError> {
+        let throwaway;
+        let endpoints = if self.etcd.is_empty() {
+            throwaway = ThrowawayEtcd::start().await?;
+            vec![throwaway.endpoint().to_owned()]
+        } else {
+            self.etcd.clone()
+        };
+        let raw = etcd_client::Client::connect(&endpoints, None)
+            .await
+            .map_err(StoreError::backend)?;
+        let etcd: Arc<dyn Store> = Arc::new(EtcdStore::connect(&endpoints).await?);
+        let dir = tempfile::tempdir().map_err(StoreError::backend)?;
+        let embedded = EmbeddedStore::open(dir.path(), EmbeddedOptions::default()).await?;
+        let embedded: Arc<dyn Store> = Arc::new(embedded);
+        let value = Bytes::from(vec![b'x'; self.value_size]);
+
+        let mut rows = Vec::new();
+        for (run, &concurrency) in self.concurrency.iter().enumerate() {
+            let concurrency = concurrency.max(1);
+            let per_worker = (self.ops / concurrency).max(1);
+            let prefix = format!("/bench/{}/{run}", std::process::id());
+            let started = Instant::now();
+            try_join_all((0..concurrency).map(|w| {
+                let (mut kv, value, prefix) = (raw.kv_client(), value.clone(), prefix.clone());
+                async move {
+                    for i in 0..per_worker {
+                        let key = format!("{prefix}/raw/{w}/{i}");
+                        kv.put(key, value.to_vec(), None)
+                            .await
+                            .map_err(StoreError::backend)?;
+                    }
+                    Ok::<_, StoreError>(())
+                }
+            }))
+            .await?;
+            rows.push(row("raw-etcd", "put", concurrency, per_worker, started));
+            // etcd's own cost of a create-if-absent transaction, which is what a create is.
+            let started = Instant::now();
+            try_join_all((0..concurrency).map(|w| {
+                let (mut kv, value, prefix) = (raw.kv_client(), value.clone(), prefix.clone());
+                async move {
+                    for i in 0..per_worker {
+                        let key = format!("{prefix}/rawtxn/{w}/{i}");
+                        let txn = Txn::new()
+                            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                            .and_then([TxnOp::put(key, value.to_vec(), None)]);
+                        kv.txn(txn).await.map_err(StoreError::backend)?;
+                    }
+                    Ok::<_, StoreError>(())
+                }
+            }))
+            .await?;
+            rows.push(row("raw-etcd", "txn", concurrency, per_worker, started));
+            for (name, store) in [("etcd", &etcd), ("embedded", &embedded)] {
+                let started = Instant::now();
+                try_join_all((0..concurrency).map(|w| {
+                    let (store, value, prefix) = (store.clone(), value.clone(), prefix.clone());
+                    async move {
+                        for i in 0..per_worker {
+                            store
+                                .create(&format!("{prefix}/{name}/c/{w}/{i}"), value.clone())
+                                .await?;
+                        }
+                        Ok::<_, StoreError>(())
+                    }
+                }))
+                .await?;
+                rows.push(row(name, "create", concurrency, per_worker, started));
+                let started = Instant::now();
+                try_join_all((0..concurrency).map(|w| {
+                    let (store, value, prefix) = (store.clone(), value.clone(), prefix.clone());
+                    async move {
+                        let key = format!("{prefix}/{name}/u/{w}");
+                        let mut revision = store.create(&key, value.clone()).await?.mod_revision;
+                        for _ in 0..per_worker {
+                            revision = store
+                                .update(&key, value.clone(), revision)
+                                .await?
+                                .mod_revision;
+                        }
+                        Ok::<_, StoreError>(())
+                    }
+                }))
+                .await?;
+                rows.push(row(name, "cas", concurrency, per_worker, started));
+            }
+        }
+        Ok(StoreBenchReport {
+            ops: self.ops,
+            rows,
+        })
+    }
+}
+
+fn row(
+    backend: &'static str,
+    operation: &'static str,
+    concurrency: usize,
+    per_worker: usize,
+    started: Instant,
+) -> BenchRow {
+    let ops = (concurrency * per_worker) as f64;
+    BenchRow {
+        backend,
+        operation,
+        concurrency,
+        ops_per_sec: ops / started.elapsed().as_secs_f64(),
+    }
+}

@@ -1,0 +1,270 @@
+//! The single writer: every mutation goes through one thread that applies a batch of
+//! queued requests in one redb transaction (group commit) and fsyncs once per batch.
+//! A request is acknowledged only after its batch is durable, and its events are
+//! published to watchers before that acknowledgement.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use redb::{ReadableTable, Table};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::codec::{decode_record, encode_event, encode_record};
+use super::{KV, LOG, META, META_COMPACTED, META_REVISION, Shared};
+use crate::storage::{KeyValue, Revision, StoreError, WatchEvent};
+
+/// Most requests applied in one transaction.
+const MAX_BATCH: usize = 512;
+
+/// One mutation.
+pub(super) enum WriteOp {
+    Create {
+        key: String,
+        value: Bytes,
+    },
+    Update {
+        key: String,
+        value: Bytes,
+        expected: Revision,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
+    Compact {
+        revision: Revision,
+    },
+}
+
+/// What a mutation did.
+pub(super) enum WriteOutcome {
+    Written(KeyValue),
+    Deleted(KeyValue, Revision),
+    Compacted,
+}
+
+pub(super) struct WriteRequest {
+    pub op: WriteOp,
+    pub reply: oneshot::Sender<Result<WriteOutcome, StoreError>>,
+}
+
+/// Runs until every sender is gone.
+pub(super) fn run(
+    shared: Arc<Shared>,
+    mut requests: mpsc::Receiver<WriteRequest>,
+    events: broadcast::Sender<Arc<Vec<WatchEvent>>>,
+    history: Revision,
+) {
+    while let Some(first) = requests.blocking_recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match requests.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
+        let ops: Vec<&WriteOp> = batch.iter().map(|r| &r.op).collect();
+        match apply(&shared, &ops) {
+            Ok(applied) => {
+                shared.revision.store(applied.revision, Ordering::SeqCst);
+                shared.compacted.store(applied.compacted, Ordering::SeqCst);
+                if !applied.events.is_empty() {
+                    // No receivers is fine: nobody is watching.
+                    let _ = events.send(Arc::new(applied.events));
+                }
+                for (request, outcome) in batch.into_iter().zip(applied.outcomes) {
+                    let _ = request.reply.send(outcome);
+                }
+                let compacted = shared.compacted.load(Ordering::SeqCst);
+                if applied.revision - compacted > history + history / 4 {
+                    let target = applied.revision - history;
+                    match apply(&shared, &[&WriteOp::Compact { revision: target }]) {
+                        Ok(done) => shared.compacted.store(done.compacted, Ordering::SeqCst),
+                        Err(err) => tracing::warn!(error = %err, "automatic compaction failed"),
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "embedded store write failed");
+                let message = err.to_string();
+                for request in batch {
+                    let _ = request
+                        .reply
+                        .send(Err(StoreError::backend(message.clone())));
+                }
+            }
+        }
+    }
+}
+
+struct Applied {
+    outcomes: Vec<Result<WriteOutcome, StoreError>>,
+    events: Vec<WatchEvent>,
+    revision: Revision,
+    compacted: Revision,
+}
+
+/// Applies `ops` in order in one durable transaction.
+fn apply(shared: &Shared, ops: &[&WriteOp]) -> Result<Applied, redb::Error> {
+    let txn = shared.db.begin_write()?;
+    let applied = {
+        let mut kv = txn.open_table(KV)?;
+        let mut log = txn.open_table(LOG)?;
+        let mut meta = txn.open_table(META)?;
+        let mut revision = meta.get(META_REVISION)?.map(|v| v.value()).unwrap_or(1);
+        let mut compacted = meta.get(META_COMPACTED)?.map(|v| v.value()).unwrap_or(0);
+        let mut outcomes = Vec::with_capacity(ops.len());
+        let mut events = Vec::new();
+        for op in ops {
+            let outcome = match op {
+                WriteOp::Compact { revision: target } => {
+                    compact(&mut log, *target, revision, &mut compacted)?
+                        .map(|()| WriteOutcome::Compacted)
+                }
+                _ => match mutate(&mut kv, op, revision + 1)? {
+                    Ok((event, outcome)) => {
+                        revision += 1;
+                        log.insert(revision, encode_event(&event).as_slice())?;
+                        events.push(event);
+                        Ok(outcome)
+                    }
+                    Err(err) => Err(err),
+                },
+            };
+            outcomes.push(outcome);
+        }
+        meta.insert(META_REVISION, revision)?;
+        meta.insert(META_COMPACTED, compacted)?;
+        Applied {
+            outcomes,
+            events,
+            revision,
+            compacted,
+        }
+    };
+    txn.commit()?;
+    Ok(applied)
+}
+
+fn compact(
+    log: &mut Table<i64, &[u8]>,
+    target: Revision,
+    revision: Revision,
+    compacted: &mut Revision,
+) -> Result<Result<(), StoreError>, redb::Error> {
+    if target > revision {
+        return Ok(Err(StoreError::FutureRevision {
+            requested: target,
+            current: revision,
+        }));
+    }
+    if target > *compacted {
+        log.retain_in(..=target, |_, _| false)?;
+        *compacted = target;
+    }
+    Ok(Ok(()))
+}
+
+/// Applies one key mutation at revision `next`; the caller logs the event.
+/// The outer error is the storage failing (the batch is abandoned), the inner one
+/// the request's own failure (conflict, not found, ...).
+fn mutate(
+    kv: &mut Table<&str, &[u8]>,
+    op: &WriteOp,
+    next: Revision,
+) -> Result<Result<(WatchEvent, WriteOutcome), StoreError>, redb::Error> {
+    let key = match op {
+        WriteOp::Create { key, .. } | WriteOp::Update { key, .. } | WriteOp::Delete { key, .. } => {
+            key.as_str()
+        }
+        WriteOp::Compact { .. } => unreachable!("compaction is not a key mutation"),
+    };
+    let current = match kv
+        .get(key)?
+        .map(|v| decode_record(key, v.value()))
+        .transpose()
+    {
+        Ok(current) => current,
+        Err(corrupt) => return Ok(Err(corrupt)),
+    };
+    let not_found = || StoreError::NotFound {
+        key: key.to_owned(),
+    };
+    match op {
+        WriteOp::Create { value, .. } => {
+            if current.is_some() {
+                return Ok(Err(StoreError::AlreadyExists {
+                    key: key.to_owned(),
+                }));
+            }
+            let new = KeyValue {
+                key: key.to_owned(),
+                value: value.clone(),
+                create_revision: next,
+                mod_revision: next,
+                version: 1,
+            };
+            kv.insert(key, encode_record(&new).as_slice())?;
+            Ok(Ok((
+                WatchEvent::Put {
+                    kv: new.clone(),
+                    prev: None,
+                },
+                WriteOutcome::Written(new),
+            )))
+        }
+        WriteOp::Update {
+            value, expected, ..
+        } => {
+            let Some(current) = current else {
+                return Ok(Err(not_found()));
+            };
+            if current.mod_revision != *expected {
+                return Ok(Err(StoreError::Conflict {
+                    key: key.to_owned(),
+                    expected: *expected,
+                    actual: current.mod_revision,
+                }));
+            }
+            let new = KeyValue {
+                key: key.to_owned(),
+                value: value.clone(),
+                create_revision: current.create_revision,
+                mod_revision: next,
+                version: current.version + 1,
+            };
+            kv.insert(key, encode_record(&new).as_slice())?;
+            Ok(Ok((
+                WatchEvent::Put {
+                    kv: new.clone(),
+                    prev: Some(current),
+                },
+                WriteOutcome::Written(new),
+            )))
+        }
+        WriteOp::Delete { expected, .. } => {
+            let Some(current) = current else {
+                return Ok(Err(not_found()));
+            };
+            if let Some(expected) = expected
+                && current.mod_revision != *expected
+            {
+                return Ok(Err(StoreError::Conflict {
+                    key: key.to_owned(),
+                    expected: *expected,
+                    actual: current.mod_revision,
+                }));
+            }
+            kv.remove(key)?;
+            Ok(Ok((
+                WatchEvent::Delete {
+                    prev: current.clone(),
+                    revision: next,
+                },
+                WriteOutcome::Deleted(current, next),
+            )))
+        }
+        WriteOp::Compact { .. } => unreachable!("handled by the caller"),
+    }
+}

@@ -1,0 +1,359 @@
+use async_trait::async_trait;
+use bytes::Bytes;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, KvClient,
+    PutOptions, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
+};
+use futures::StreamExt as _;
+
+use super::continue_token::key_after;
+use super::{
+    ContinueToken, KeyValue, ListOptions, ListPage, Revision, Store, StoreError, WatchEvent,
+    WatchStream,
+};
+
+/// The production backend: an etcd cluster through `etcd-client`.
+///
+/// Revisions, compare-and-swap, paging and watches are etcd's own; this type only
+/// translates them. Any number of endpoints may be given; the client balances and
+/// fails over between them.
+#[derive(Clone)]
+pub struct EtcdStore {
+    kv: KvClient,
+    watch: WatchClient,
+}
+
+impl EtcdStore {
+    /// Connects to the cluster (`http://host:port` endpoints).
+    pub async fn connect(endpoints: &[String]) -> Result<Self, StoreError> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(std::time::Duration::from_secs(5))
+            .with_keep_alive(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_secs(5),
+            );
+        let client = Client::connect(endpoints, Some(options))
+            .await
+            .map_err(StoreError::backend)?;
+        Ok(EtcdStore {
+            kv: client.kv_client(),
+            watch: client.watch_client(),
+        })
+    }
+}
+
+/// The key just past every key starting with `prefix` (etcd's `range_end`).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn to_kv(kv: &etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
+    Ok(KeyValue {
+        key: kv.key_str().map_err(StoreError::backend)?.to_owned(),
+        value: Bytes::copy_from_slice(kv.value()),
+        create_revision: kv.create_revision(),
+        mod_revision: kv.mod_revision(),
+        version: kv.version(),
+    })
+}
+
+/// Maps etcd's errors onto the store's, recognising compaction and future revisions.
+fn map_err(err: etcd_client::Error, requested: Revision) -> StoreError {
+    if let etcd_client::Error::GRpcStatus(status) = &err {
+        let message = status.message();
+        if message.contains("required revision has been compacted") {
+            return StoreError::Expired { requested };
+        }
+        if message.contains("required revision is a future revision") {
+            return StoreError::FutureRevision {
+                requested,
+                current: 0,
+            };
+        }
+    }
+    StoreError::backend(err)
+}
+
+fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Revision {
+    header.map(|h| h.revision()).unwrap_or_default()
+}
+
+impl EtcdStore {
+    /// Runs `txn`; on failure returns the key's current value read in the same txn.
+    async fn txn_or_current(
+        &self,
+        key: &str,
+        txn: Txn,
+    ) -> Result<Result<(Revision, Vec<TxnOpResponse>), Option<KeyValue>>, StoreError> {
+        let response = self
+            .kv
+            .clone()
+            .txn(txn.or_else([TxnOp::get(key, None)]))
+            .await
+            .map_err(StoreError::backend)?;
+        let revision = header_revision(response.header());
+        if response.succeeded() {
+            return Ok(Ok((revision, response.op_responses())));
+        }
+        let current = match response.op_responses().into_iter().next() {
+            Some(TxnOpResponse::Get(get)) => get.kvs().first().map(to_kv).transpose()?,
+            _ => None,
+        };
+        Ok(Err(current))
+    }
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        let response = self
+            .kv
+            .clone()
+            .get(key, None)
+            .await
+            .map_err(StoreError::backend)?;
+        response.kvs().first().map(to_kv).transpose()
+    }
+
+    async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage, StoreError> {
+        let (start, revision) = match &options.continue_token {
+            Some(token) => {
+                let token = ContinueToken::decode(token, prefix)?;
+                (token.start, token.revision)
+            }
+            None => (prefix.to_owned(), options.revision.unwrap_or(0)),
+        };
+        let mut get = GetOptions::new()
+            .with_range(prefix_end(prefix))
+            .with_revision(revision);
+        if let Some(limit) = options.limit.filter(|l| *l > 0) {
+            get = get.with_limit(limit as i64);
+        }
+        let response = self
+            .kv
+            .clone()
+            .get(start, Some(get))
+            .await
+            .map_err(|e| map_err(e, revision))?;
+        let read_at = if revision > 0 {
+            revision
+        } else {
+            header_revision(response.header())
+        };
+        let items = response
+            .kvs()
+            .iter()
+            .map(to_kv)
+            .collect::<Result<Vec<_>, _>>()?;
+        let continue_token = match (response.more(), items.last()) {
+            (true, Some(last)) => Some(
+                ContinueToken {
+                    revision: read_at,
+                    start: key_after(&last.key),
+                }
+                .encode(),
+            ),
+            _ => None,
+        };
+        Ok(ListPage {
+            items,
+            revision: read_at,
+            continue_token,
+        })
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value.to_vec(), None)]);
+        match self.txn_or_current(key, txn).await? {
+            Ok((revision, _)) => Ok(KeyValue {
+                key: key.to_owned(),
+                value,
+                create_revision: revision,
+                mod_revision: revision,
+                version: 1,
+            }),
+            Err(_) => Err(StoreError::AlreadyExists {
+                key: key.to_owned(),
+            }),
+        }
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Revision,
+    ) -> Result<KeyValue, StoreError> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::put(
+                key,
+                value.to_vec(),
+                Some(PutOptions::new().with_prev_key()),
+            )]);
+        match self.txn_or_current(key, txn).await? {
+            Ok((revision, responses)) => {
+                let prev = match responses.into_iter().next() {
+                    Some(TxnOpResponse::Put(put)) => put.prev_key().map(to_kv).transpose()?,
+                    _ => None,
+                };
+                let prev = prev.ok_or_else(|| {
+                    StoreError::backend("etcd returned no previous value for a compared put")
+                })?;
+                Ok(KeyValue {
+                    key: key.to_owned(),
+                    value,
+                    create_revision: prev.create_revision,
+                    mod_revision: revision,
+                    version: prev.version + 1,
+                })
+            }
+            Err(None) => Err(StoreError::NotFound {
+                key: key.to_owned(),
+            }),
+            Err(Some(current)) => Err(StoreError::Conflict {
+                key: key.to_owned(),
+                expected,
+                actual: current.mod_revision,
+            }),
+        }
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<(KeyValue, Revision), StoreError> {
+        let compare = match expected {
+            Some(expected) => Compare::mod_revision(key, CompareOp::Equal, expected),
+            None => Compare::create_revision(key, CompareOp::Greater, 0),
+        };
+        let txn = Txn::new().when([compare]).and_then([TxnOp::delete(
+            key,
+            Some(DeleteOptions::new().with_prev_key()),
+        )]);
+        match self.txn_or_current(key, txn).await? {
+            Ok((revision, responses)) => {
+                let prev = match responses.into_iter().next() {
+                    Some(TxnOpResponse::Delete(delete)) => {
+                        delete.prev_kvs().first().map(to_kv).transpose()?
+                    }
+                    _ => None,
+                };
+                let prev = prev.ok_or_else(|| StoreError::NotFound {
+                    key: key.to_owned(),
+                })?;
+                Ok((prev, revision))
+            }
+            Err(None) => Err(StoreError::NotFound {
+                key: key.to_owned(),
+            }),
+            Err(Some(current)) => Err(StoreError::Conflict {
+                key: key.to_owned(),
+                expected: expected.unwrap_or_default(),
+                actual: current.mod_revision,
+            }),
+        }
+    }
+
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        let options = WatchOptions::new()
+            .with_range(prefix_end(prefix))
+            .with_start_revision(after + 1)
+            .with_prev_key();
+        let stream = self
+            .watch
+            .clone()
+            .watch(prefix, Some(options))
+            .await
+            .map_err(StoreError::backend)?;
+        let events = futures::stream::unfold(Some(stream), move |state| async move {
+            let mut stream = state?;
+            loop {
+                let response = match stream.message().await {
+                    Ok(Some(response)) => response,
+                    Ok(None) => return None,
+                    Err(err) => return Some((vec![Err(StoreError::backend(err))], None)),
+                };
+                if response.compact_revision() > 0 || response.canceled() {
+                    let err = if response.compact_revision() > 0 {
+                        StoreError::Expired { requested: after }
+                    } else {
+                        StoreError::backend(format!(
+                            "etcd cancelled the watch: {}",
+                            response.cancel_reason()
+                        ))
+                    };
+                    return Some((vec![Err(err)], None));
+                }
+                if response.events().is_empty() {
+                    continue;
+                }
+                let batch = response.events().iter().map(to_event).collect();
+                return Some((batch, Some(stream)));
+            }
+        });
+        Ok(Box::pin(events.flat_map(futures::stream::iter)))
+    }
+
+    async fn current_revision(&self) -> Result<Revision, StoreError> {
+        let response = self
+            .kv
+            .clone()
+            .get("\0", Some(GetOptions::new().with_count_only()))
+            .await
+            .map_err(StoreError::backend)?;
+        Ok(header_revision(response.header()))
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        match self.kv.clone().compact(revision, None).await {
+            Ok(_) => Ok(()),
+            // Compacting to a revision that is already compacted is a no-op.
+            Err(err) => match map_err(err, revision) {
+                StoreError::Expired { .. } => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+}
+
+fn to_event(event: &etcd_client::Event) -> Result<WatchEvent, StoreError> {
+    let kv = event
+        .kv()
+        .ok_or_else(|| StoreError::backend("etcd watch event without a key"))?;
+    let prev = event.prev_kv().map(to_kv).transpose()?;
+    Ok(match event.event_type() {
+        EventType::Put => WatchEvent::Put {
+            kv: to_kv(kv)?,
+            prev,
+        },
+        EventType::Delete => {
+            let prev = prev.ok_or_else(|| StoreError::backend("etcd delete without prev_kv"))?;
+            WatchEvent::Delete {
+                prev,
+                revision: kv.mod_revision(),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_increments_last_byte() {
+        assert_eq!(prefix_end("/a/"), b"/a0".to_vec());
+        assert_eq!(prefix_end("ab"), b"ac".to_vec());
+    }
+}

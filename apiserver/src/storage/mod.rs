@@ -1,0 +1,24 @@
+//! Storage with etcd semantics: a revisioned key-value store with compare-and-swap,
+//! consistent paged reads at a fixed revision, watches from a revision, and compaction.
+//!
+//! The API server keeps every object as JSON under `/registry/<group>/<plural>/<ns>/<name>`
+//! and uses the store revision as the object's `resourceVersion`. See `STORAGE.md` next to
+//! this file for the exact contract both backends implement.
+
+mod bench;
+mod continue_token;
+mod embedded;
+mod error;
+mod etcd;
+mod etcd_process;
+mod location;
+mod store;
+
+pub use bench::{BenchRow, StoreBench, StoreBenchReport};
+pub use continue_token::ContinueToken;
+pub use embedded::{EmbeddedOptions, EmbeddedStore};
+pub use error::StoreError;
+pub use etcd::EtcdStore;
+pub use etcd_process::ThrowawayEtcd;
+pub use location::StoreLocation;
+pub use store::{KeyValue, ListOptions, ListPage, Revision, Store, WatchEvent, WatchStream};
