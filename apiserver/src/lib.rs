@@ -1,7 +1,15 @@
-//! Outpost's Kubernetes-style API server.
+//! Outpost's Kubernetes-style API server: a generic object server (like kcp) over a
+//! [`storage::Store`] with etcd semantics.
 //!
-//! For now this crate holds the [`storage`] layer: one [`storage::Store`] trait with
-//! etcd semantics and two backends (etcd and an embedded, durable store), plus the
-//! store benchmark. The HTTP server arrives with the API server issue.
+//! * [`registry`]: the served resource types (group/version/kind, plural, scope,
+//!   schema, printer columns, subresources);
+//! * [`request`]: what a request is about, parsed like kube-apiserver does;
+//! * [`auth`]: bearer tokens and group-based authorization;
+//! * [`status`]: every HTTP error as a Kubernetes `Status`;
+//! * [`storage`]: the store trait and its etcd and embedded backends.
 
+pub mod auth;
+pub mod registry;
+pub mod request;
+pub mod status;
 pub mod storage;

@@ -1,0 +1,199 @@
+//! What a request is about, parsed from its method, path and query the way the
+//! Kubernetes API server's `RequestInfoFactory` does.
+
+use http::Method;
+
+/// The verb of a resource request, as authorization sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    /// GET one object.
+    Get,
+    /// GET a collection.
+    List,
+    /// GET a collection with `watch=true`.
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH.
+    Patch,
+    /// DELETE one object.
+    Delete,
+    /// DELETE a collection.
+    DeleteCollection,
+}
+
+impl Verb {
+    /// The lowercase name used in RBAC and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
+    /// Whether the verb only reads.
+    pub fn is_read(self) -> bool {
+        matches!(self, Verb::Get | Verb::List | Verb::Watch)
+    }
+}
+
+/// A request for a resource: `/api/v1/...` or `/apis/GROUP/VERSION/...`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceRequest {
+    /// The verb.
+    pub verb: Verb,
+    /// API group, empty for the core group.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Namespace from the path, if any.
+    pub namespace: Option<String>,
+    /// Plural resource name.
+    pub resource: String,
+    /// Object name, if any.
+    pub name: Option<String>,
+    /// Subresource (`status`), if any.
+    pub subresource: Option<String>,
+}
+
+/// What a request is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestInfo {
+    /// A resource request.
+    Resource(ResourceRequest),
+    /// Anything else (`/version`, discovery, `/openapi/v3`, `/metrics`, ...).
+    NonResource {
+        /// The path.
+        path: String,
+        /// `get` for GET/HEAD, else the lowercase method.
+        verb: String,
+    },
+}
+
+impl RequestInfo {
+    /// Parses a request. `watch` is the `watch` query parameter.
+    pub fn parse(method: &Method, path: &str, watch: bool) -> RequestInfo {
+        let non_resource = || RequestInfo::NonResource {
+            path: path.to_owned(),
+            verb: match *method {
+                Method::GET | Method::HEAD => "get".into(),
+                ref other => other.as_str().to_lowercase(),
+            },
+        };
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (group, version, rest) = match segments.as_slice() {
+            ["api", version, rest @ ..] if !rest.is_empty() => ("", *version, rest),
+            ["apis", group, version, rest @ ..] if !rest.is_empty() => (*group, *version, rest),
+            _ => return non_resource(),
+        };
+        let (namespace, rest) = match rest {
+            // `/namespaces/NAME` and `/namespaces/NAME/status` are the Namespace object itself.
+            ["namespaces", ns, tail @ ..]
+                if !tail.is_empty() && tail != ["status"] && tail != ["finalize"] =>
+            {
+                (Some((*ns).to_owned()), tail)
+            }
+            _ => (None, rest),
+        };
+        let (resource, name, subresource) = match rest {
+            [resource] => (*resource, None, None),
+            [resource, name] => (*resource, Some(*name), None),
+            [resource, name, sub] => (*resource, Some(*name), Some(*sub)),
+            _ => return non_resource(),
+        };
+        if resource.is_empty() || name.is_some_and(str::is_empty) {
+            return non_resource();
+        }
+        let verb = match (method.clone(), name.is_some()) {
+            (Method::GET | Method::HEAD, true) => Verb::Get,
+            (Method::GET | Method::HEAD, false) if watch => Verb::Watch,
+            (Method::GET | Method::HEAD, false) => Verb::List,
+            (Method::POST, _) => Verb::Create,
+            (Method::PUT, _) => Verb::Update,
+            (Method::PATCH, _) => Verb::Patch,
+            (Method::DELETE, true) => Verb::Delete,
+            (Method::DELETE, false) => Verb::DeleteCollection,
+            _ => return non_resource(),
+        };
+        RequestInfo::Resource(ResourceRequest {
+            verb,
+            group: group.to_owned(),
+            version: version.to_owned(),
+            namespace,
+            resource: resource.to_owned(),
+            name: name.map(str::to_owned),
+            subresource: subresource.map(str::to_owned),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(method: Method, path: &str, watch: bool) -> ResourceRequest {
+        match RequestInfo::parse(&method, path, watch) {
+            RequestInfo::Resource(r) => r,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_kubernetes_paths() {
+        let r = resource(
+            Method::GET,
+            "/apis/outpost.dev/v1alpha1/namespaces/acme/installs/a",
+            false,
+        );
+        assert_eq!(
+            (
+                r.verb,
+                r.group.as_str(),
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref()
+            ),
+            (
+                Verb::Get,
+                "outpost.dev",
+                Some("acme"),
+                "installs",
+                Some("a")
+            )
+        );
+        let r = resource(Method::GET, "/apis/outpost.dev/v1alpha1/installs", true);
+        assert_eq!((r.verb, r.namespace), (Verb::Watch, None));
+        let r = resource(
+            Method::PUT,
+            "/apis/outpost.dev/v1alpha1/namespaces/a/plans/p/status",
+            false,
+        );
+        assert_eq!(
+            (r.verb, r.subresource.as_deref()),
+            (Verb::Update, Some("status"))
+        );
+        let r = resource(Method::GET, "/api/v1/namespaces/default", false);
+        assert_eq!(
+            (r.resource.as_str(), r.name.as_deref(), r.namespace),
+            ("namespaces", Some("default"), None)
+        );
+        let r = resource(Method::DELETE, "/api/v1/namespaces/x/configmaps", false);
+        assert_eq!(r.verb, Verb::DeleteCollection);
+        assert!(matches!(
+            RequestInfo::parse(&Method::GET, "/apis/outpost.dev/v1alpha1", false),
+            RequestInfo::NonResource { .. }
+        ));
+        assert!(matches!(
+            RequestInfo::parse(&Method::GET, "/version", false),
+            RequestInfo::NonResource { .. }
+        ));
+    }
+}
