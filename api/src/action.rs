@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
     derive = "PartialEq",
     shortname = "act",
     category = "outpost",
+    selectable = ".spec.app",
     doc = "A script an App runs on triggers.",
     printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
     printcolumn(name = "Role", type_ = "string", json_path = ".spec.role"),

@@ -24,6 +24,7 @@ use serde_json::Value;
     derive = "PartialEq",
     shortname = "audit",
     category = "outpost",
+    selectable = ".spec.install",
     doc = "A signed, hash-chained record of one runner step.",
     printcolumn(name = "Install", type_ = "string", json_path = ".spec.install"),
     printcolumn(name = "Seq", type_ = "integer", json_path = ".spec.sequence"),

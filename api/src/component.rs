@@ -26,6 +26,8 @@ use std::collections::BTreeMap;
     derive = "PartialEq",
     shortname = "comp",
     category = "outpost",
+    selectable = ".spec.app",
+    selectable = ".spec.type",
     doc = "One deployable part of an App.",
     printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
     printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),

@@ -22,6 +22,7 @@ use serde_json::Value;
     derive = "PartialEq",
     shortname = "drift",
     category = "outpost",
+    selectable = ".spec.install",
     doc = "The result of one drift check of an install's entity.",
     printcolumn(name = "Install", type_ = "string", json_path = ".spec.install"),
     printcolumn(name = "Entity", type_ = "string", json_path = ".spec.entity.name"),

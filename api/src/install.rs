@@ -24,6 +24,8 @@ use std::collections::BTreeMap;
     derive = "PartialEq",
     shortname = "inst",
     category = "outpost",
+    selectable = ".spec.app",
+    selectable = ".status.phase",
     doc = "One customer deployment of an App.",
     printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),

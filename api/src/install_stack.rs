@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
     derive = "PartialEq",
     shortname = "istack",
     category = "outpost",
+    selectable = ".spec.install",
     doc = "The rendered install stack of an Install.",
     printcolumn(name = "Install", type_ = "string", json_path = ".spec.install"),
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),

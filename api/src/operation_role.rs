@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     shortname = "oprole",
     category = "outpost",
+    selectable = ".spec.app",
     doc = "A matrix rule: the role a principal uses for an operation.",
     printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
     printcolumn(name = "Principal", type_ = "string", json_path = ".spec.principal"),

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     shortname = "pol",
     category = "outpost",
+    selectable = ".spec.app",
     doc = "A Rego policy checked before apply and on drift.",
     printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
     printcolumn(name = "Source", type_ = "string", json_path = ".spec.source"),

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     shortname = "rn",
     category = "outpost",
+    selectable = ".spec.install",
     doc = "The runner of an install.",
     printcolumn(name = "Install", type_ = "string", json_path = ".spec.install"),
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),

@@ -8,8 +8,18 @@
 //! * [`status`]: every HTTP error as a Kubernetes `Status`;
 //! * [`storage`]: the store trait and its etcd and embedded backends.
 
+pub mod admission;
 pub mod auth;
+pub mod object_meta;
+pub mod openapi;
+pub mod patch;
 pub mod registry;
 pub mod request;
+pub mod schema;
+pub mod selectors;
+pub mod server;
 pub mod status;
 pub mod storage;
+pub mod table;
+pub mod tls;
+pub mod watch_cache;

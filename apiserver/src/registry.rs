@@ -57,6 +57,10 @@ pub struct ResourceType {
     /// Extra fields usable in field selectors besides `metadata.name` and
     /// `metadata.namespace`, as dotted paths, e.g. `spec.install`.
     pub selectable_fields: Vec<String>,
+    /// The kind's own validation (admission), run after the schema.
+    pub validate: Option<fn(&Value) -> Vec<outpost_api::FieldError>>,
+    /// Whether `spec` may not change after creation.
+    pub immutable_spec: bool,
 }
 
 impl ResourceType {
@@ -146,6 +150,8 @@ impl ResourceType {
                     .collect(),
                 status_subresource: v.subresources.as_ref().is_some_and(|s| s.status.is_some()),
                 selectable_fields: selectable_fields_of(v),
+                validate: None,
+                immutable_spec: false,
             })
             .collect()
     }
@@ -172,6 +178,8 @@ impl ResourceType {
             printer_columns: Vec::new(),
             status_subresource: false,
             selectable_fields: Vec::new(),
+            validate: None,
+            immutable_spec: false,
         }
     }
 }
@@ -192,7 +200,9 @@ impl Registry {
     pub fn outpost() -> Self {
         let mut registry = Registry::new();
         for crd in outpost_api::crds() {
-            for rt in ResourceType::from_crd(&crd) {
+            for mut rt in ResourceType::from_crd(&crd) {
+                rt.validate = crate::admission::validator(&rt.kind);
+                rt.immutable_spec = rt.kind == "Plan";
                 registry.register(rt);
             }
         }

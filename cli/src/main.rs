@@ -1,6 +1,8 @@
 //! `outpost`: the control plane's processes and the command-line verbs.
 
 mod bench;
+mod manifests;
+mod server;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +19,8 @@ struct Cli {
 enum Command {
     /// Run Outpost on this machine on the embedded store (state in ./.outpost/).
     Up(up::UpArgs),
+    /// Run the API server (what the Helm chart runs), on etcd or the embedded store.
+    Server(server::ServerArgs),
     /// Measure Outpost against baselines measured in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -32,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,
+        Command::Server(args) => server::run(args).await,
         Command::Bench(command) => bench::run(command).await,
     }
 }

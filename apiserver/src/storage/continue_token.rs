@@ -19,6 +19,14 @@ pub struct ContinueToken {
 }
 
 impl ContinueToken {
+    /// A token continuing, at `revision`, with the first key after `key`.
+    pub fn after(revision: Revision, key: &str) -> Self {
+        ContinueToken {
+            revision,
+            start: key_after(key),
+        }
+    }
+
     /// The opaque text form.
     pub fn encode(&self) -> String {
         let json = serde_json::to_vec(self).expect("a ContinueToken always serialises to JSON");

@@ -11,6 +11,7 @@ mod embedded;
 mod error;
 mod etcd;
 mod etcd_process;
+mod instrumented;
 mod location;
 mod store;
 
@@ -20,5 +21,6 @@ pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::StoreError;
 pub use etcd::EtcdStore;
 pub use etcd_process::ThrowawayEtcd;
+pub use instrumented::{InstrumentedStore, Observer};
 pub use location::StoreLocation;
 pub use store::{KeyValue, ListOptions, ListPage, Revision, Store, WatchEvent, WatchStream};

@@ -1,0 +1,339 @@
+//! The metadata the server manages: `uid`, `creationTimestamp`, `generation`,
+//! `resourceVersion` (always the store revision, never stored), `deletionTimestamp`,
+//! and what create, update and the `/status` subresource may change.
+
+use outpost_api::FieldError;
+use outpost_api::validation::is_dns1123_subdomain;
+use serde_json::{Map, Value, json};
+
+use crate::registry::ResourceType;
+use crate::status::{ApiError, Subject};
+use crate::storage::KeyValue;
+
+/// Now, as Kubernetes writes timestamps (RFC 3339, seconds).
+pub fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The object's `metadata.name`, if any.
+pub fn name_of(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/name").and_then(Value::as_str)
+}
+
+/// The stored object with `metadata.resourceVersion` set from the store revision.
+pub fn from_store(kv: &KeyValue) -> Result<Value, ApiError> {
+    let mut object: Value = serde_json::from_slice(&kv.value)
+        .map_err(|e| ApiError::Internal(format!("stored object {} is not JSON: {e}", kv.key)))?;
+    set_resource_version(&mut object, kv.mod_revision);
+    Ok(object)
+}
+
+/// Sets `metadata.resourceVersion`.
+pub fn set_resource_version(object: &mut Value, revision: i64) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), json!(revision.to_string()));
+    }
+}
+
+/// The object as stored: without `resourceVersion`, which the store revision carries.
+pub fn to_store(object: &Value) -> bytes::Bytes {
+    let mut object = object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("selfLink");
+    }
+    bytes::Bytes::from(serde_json::to_vec(&object).expect("a JSON value serialises"))
+}
+
+/// The `resourceVersion` a client sent, if any, as a revision.
+pub fn sent_resource_version(object: &Value, subject: &Subject) -> Result<Option<i64>, ApiError> {
+    match object.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+        None | Some("") => Ok(None),
+        Some(rv) => rv.parse().map(Some).map_err(|_| ApiError::Invalid {
+            subject: subject.clone(),
+            causes: vec![FieldError::invalid(
+                "metadata.resourceVersion",
+                rv,
+                "must be a resourceVersion this server returned",
+            )],
+        }),
+    }
+}
+
+fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    object["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
+}
+
+/// Checks `apiVersion`/`kind` (filling them in when absent), the namespace and the
+/// name of an object about to be created, and sets the server-managed fields.
+/// Returns the object's name.
+pub fn prepare_create(
+    rt: &ResourceType,
+    object: &mut Value,
+    namespace: Option<&str>,
+) -> Result<String, ApiError> {
+    check_type(rt, object)?;
+    let meta = meta_mut(object);
+    if meta.get("name").and_then(Value::as_str).unwrap_or("").is_empty()
+        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
+    {
+        let name = format!("{prefix}{}", random_suffix());
+        meta.insert("name".into(), json!(name));
+    }
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+    let subject = Subject::of(rt, &name);
+    if name.is_empty() {
+        return Err(ApiError::Invalid {
+            subject,
+            causes: vec![FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
+        });
+    }
+    if !is_dns1123_subdomain(&name) {
+        return Err(ApiError::Invalid {
+            subject,
+            causes: vec![FieldError::invalid(
+                "metadata.name",
+                &name,
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            )],
+        });
+    }
+    set_namespace(rt, meta, namespace)?;
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(now()));
+    meta.insert("generation".into(), json!(1));
+    for server_only in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        meta.remove(server_only);
+    }
+    if rt.status_subresource
+        && let Some(object) = object.as_object_mut()
+    {
+        object.remove("status");
+    }
+    Ok(name)
+}
+
+fn set_namespace(
+    rt: &ResourceType,
+    meta: &mut Map<String, Value>,
+    namespace: Option<&str>,
+) -> Result<(), ApiError> {
+    if !rt.namespaced {
+        meta.remove("namespace");
+        return Ok(());
+    }
+    let Some(namespace) = namespace else {
+        return Err(ApiError::BadRequest(
+            "the namespace of the object is required on this path".into(),
+        ));
+    };
+    match meta.get("namespace").and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() && ns != namespace => Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        )),
+        _ => {
+            meta.insert("namespace".into(), json!(namespace));
+            Ok(())
+        }
+    }
+}
+
+fn check_type(rt: &ResourceType, object: &mut Value) -> Result<(), ApiError> {
+    let Some(fields) = object.as_object_mut() else {
+        return Err(ApiError::BadRequest("the object must be a JSON object".into()));
+    };
+    let api_version = rt.api_version();
+    match fields.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != api_version => {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+        _ => {
+            fields.insert("apiVersion".into(), json!(api_version));
+        }
+    }
+    match fields.get("kind").and_then(Value::as_str) {
+        Some(k) if k != rt.kind => Err(ApiError::BadRequest(format!(
+            "the kind in the data ({k}) does not match the expected kind ({})",
+            rt.kind
+        ))),
+        _ => {
+            fields.insert("kind".into(), json!(rt.kind));
+            Ok(())
+        }
+    }
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Which part of an object a write may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteScope {
+    /// The main resource: everything but `status` when the type has a status subresource.
+    Main,
+    /// The `/status` subresource: only `status`.
+    Status,
+}
+
+/// Carries the server-managed and out-of-scope fields of `old` over into `new`, and
+/// bumps `generation` when anything but `metadata` and `status` changed.
+pub fn prepare_update(
+    rt: &ResourceType,
+    old: &Value,
+    new: &mut Value,
+    scope: WriteScope,
+) -> Result<(), ApiError> {
+    check_type(rt, new)?;
+    let name = name_of(old).unwrap_or_default().to_owned();
+    match name_of(new) {
+        Some(n) if n != name => {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => {}
+    }
+    if scope == WriteScope::Status {
+        // Only status changes; metadata and spec stay as they were.
+        let status = new.get("status").cloned();
+        let mut merged = old.clone();
+        match status {
+            Some(status) => merged["status"] = status,
+            None => {
+                if let Some(o) = merged.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        *new = merged;
+        return Ok(());
+    }
+    if rt.status_subresource {
+        match old.get("status") {
+            Some(status) => new["status"] = status.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let meta = meta_mut(new);
+    meta.insert("name".into(), json!(name));
+    for kept in ["uid", "creationTimestamp", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        match old_meta.get(kept) {
+            Some(v) => meta.insert(kept.into(), v.clone()),
+            None => meta.remove(kept),
+        };
+    }
+    if spec_changed(old, new) {
+        let generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
+        meta_mut(new).insert("generation".into(), json!(generation + 1));
+    }
+    Ok(())
+}
+
+/// Whether anything but `metadata` and `status` differs.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Map<String, Value> {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        for k in ["metadata", "status", "apiVersion", "kind"] {
+            m.remove(k);
+        }
+        m
+    };
+    strip(old) != strip(new)
+}
+
+/// The object's finalizers.
+pub fn finalizers(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|f| f.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Whether the object is being deleted (has a `deletionTimestamp`).
+pub fn is_deleting(object: &Value) -> bool {
+    object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+}
+
+/// Marks the object as being deleted.
+pub fn mark_deleting(object: &mut Value) {
+    let meta = meta_mut(object);
+    meta.entry("deletionTimestamp").or_insert_with(|| json!(now()));
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> ResourceType {
+        let mut rt = ResourceType::schemaless("outpost.dev", "v1alpha1", "Install", "installs", true);
+        rt.status_subresource = true;
+        rt
+    }
+
+    #[test]
+    fn create_sets_server_fields_and_drops_status() {
+        let mut obj = json!({"metadata": {"generateName": "a-", "resourceVersion": "9"}, "spec": {}, "status": {"x": 1}});
+        let name = prepare_create(&rt(), &mut obj, Some("ns")).unwrap();
+        assert!(name.starts_with("a-") && name.len() == 7);
+        assert_eq!(obj["apiVersion"], "outpost.dev/v1alpha1");
+        assert_eq!(obj["metadata"]["namespace"], "ns");
+        assert_eq!(obj["metadata"]["generation"], 1);
+        assert!(obj["metadata"]["uid"].is_string());
+        assert!(obj["metadata"].get("resourceVersion").is_none());
+        assert!(obj.get("status").is_none());
+    }
+
+    #[test]
+    fn create_rejects_bad_names_and_wrong_namespace_or_kind() {
+        let mut bad = json!({"metadata": {"name": "Bad_Name"}});
+        assert!(matches!(prepare_create(&rt(), &mut bad, Some("ns")), Err(ApiError::Invalid { .. })));
+        let mut other_ns = json!({"metadata": {"name": "a", "namespace": "x"}});
+        assert!(matches!(prepare_create(&rt(), &mut other_ns, Some("ns")), Err(ApiError::BadRequest(_))));
+        let mut other_kind = json!({"kind": "Plan", "metadata": {"name": "a"}});
+        assert!(matches!(prepare_create(&rt(), &mut other_kind, Some("ns")), Err(ApiError::BadRequest(_))));
+    }
+
+    #[test]
+    fn generation_bumps_on_spec_change_only_and_status_is_kept() {
+        let mut old = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"phase": "Active"}});
+        prepare_create(&rt(), &mut old, Some("ns")).unwrap();
+        old["status"] = json!({"phase": "Active"});
+        let mut relabel = old.clone();
+        relabel["metadata"]["labels"] = json!({"a": "b"});
+        relabel["status"] = json!({"phase": "Hacked"});
+        prepare_update(&rt(), &old, &mut relabel, WriteScope::Main).unwrap();
+        assert_eq!(relabel["metadata"]["generation"], 1);
+        assert_eq!(relabel["status"]["phase"], "Active", "status changes only through /status");
+        let mut respec = old.clone();
+        respec["spec"]["x"] = json!(2);
+        prepare_update(&rt(), &old, &mut respec, WriteScope::Main).unwrap();
+        assert_eq!(respec["metadata"]["generation"], 2);
+        let mut status = old.clone();
+        status["spec"]["x"] = json!(3);
+        status["status"] = json!({"phase": "Failed"});
+        prepare_update(&rt(), &old, &mut status, WriteScope::Status).unwrap();
+        assert_eq!((status["spec"]["x"].clone(), status["status"]["phase"].clone()), (json!(1), json!("Failed")));
+    }
+}

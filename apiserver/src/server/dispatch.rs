@@ -1,0 +1,163 @@
+//! The one request handler: what is it, who asks, may they, then answer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Query, Request};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, header};
+
+use super::ServerState;
+use super::{discovery, list, objects, watch, write};
+use crate::auth::User;
+use crate::request::{RequestInfo, ResourceRequest, Verb};
+use crate::status::ApiError;
+
+/// Query parameters, by name.
+pub type Params = HashMap<String, String>;
+
+/// Everything a resource handler needs about the request.
+pub struct Call {
+    pub state: Arc<ServerState>,
+    pub rt: Arc<crate::registry::ResourceType>,
+    pub request: ResourceRequest,
+    pub params: Params,
+    pub headers: HeaderMap,
+}
+
+impl Call {
+    /// A query parameter that is `true` or `1`.
+    pub fn flag(&self, name: &str) -> bool {
+        matches!(self.params.get(name).map(String::as_str), Some("true" | "1"))
+    }
+
+    /// A query parameter, if present and not empty.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params.get(name).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    /// The request's namespace (path), for namespaced types.
+    pub fn namespace(&self) -> Option<&str> {
+        self.request.namespace.as_deref()
+    }
+
+    /// The `Accept` header.
+    pub fn accept(&self) -> &str {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+    }
+}
+
+pub async fn dispatch(state: Arc<ServerState>, request: Request) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let params: Params = Query::try_from_uri(request.uri())
+        .map(|Query(p)| p)
+        .unwrap_or_default();
+    let watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
+    let info = RequestInfo::parse(&method, &path, watch);
+    let (verb, resource) = match &info {
+        RequestInfo::Resource(r) => (r.verb.as_str().to_owned(), r.resource.clone()),
+        RequestInfo::NonResource { verb, .. } => (verb.clone(), String::new()),
+    };
+    let response = match answer(&state, request, info, params).await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    };
+    state.metrics.observe_request(&verb, &resource, response.status(), started.elapsed());
+    response
+}
+
+async fn answer(
+    state: &Arc<ServerState>,
+    request: Request,
+    info: RequestInfo,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let path = request.uri().path().trim_end_matches('/').to_owned();
+    // Health and version need no credentials, as with kube-apiserver's default RBAC.
+    match path.as_str() {
+        "/healthz" | "/livez" | "/readyz" => return Ok((StatusCode::OK, "ok").into_response()),
+        "/version" => return Ok(discovery::version()),
+        _ => {}
+    }
+    let user = authenticate(state, request.headers())?;
+    state
+        .config
+        .authorizer
+        .authorize(&user, &info)
+        .map_err(ApiError::Forbidden)?;
+    let resource = match info {
+        RequestInfo::NonResource { .. } => {
+            if request.method() != Method::GET && request.method() != Method::HEAD {
+                return Err(ApiError::MethodNotAllowed);
+            }
+            let accept = request
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            return match path.as_str() {
+                "/metrics" => Ok(state.metrics.render(state)),
+                _ => discovery::answer(state, &path, &accept),
+            };
+        }
+        RequestInfo::Resource(r) => r,
+    };
+    let rt = state
+        .config
+        .registry
+        .get(&resource.group, &resource.version, &resource.resource)
+        .ok_or(ApiError::NoRoute)?;
+    if rt.namespaced == false && resource.namespace.is_some() {
+        return Err(ApiError::NoRoute);
+    }
+    match resource.subresource.as_deref() {
+        None => {}
+        Some("status") if rt.status_subresource => {}
+        Some(_) => return Err(ApiError::NoRoute),
+    }
+    let (parts, body) = request.into_parts();
+    let call = Call {
+        state: state.clone(),
+        rt,
+        request: resource,
+        params,
+        headers: parts.headers,
+    };
+    match call.request.verb {
+        Verb::Get => objects::get(&call).await,
+        Verb::List => list::list(&call).await,
+        Verb::Watch => watch::watch(call).await,
+        Verb::Create => {
+            if call.request.name.is_some() {
+                return Err(ApiError::MethodNotAllowed);
+            }
+            write::create(&call, body).await
+        }
+        Verb::Update => write::update(&call, body).await,
+        Verb::Patch => write::patch(&call, body).await,
+        Verb::Delete => objects::delete(&call, body).await,
+        Verb::DeleteCollection => objects::delete_collection(&call).await,
+    }
+}
+
+fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, ApiError> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .ok_or(ApiError::Unauthorized)?;
+    state
+        .config
+        .tokens
+        .authenticate(token)
+        .cloned()
+        .ok_or(ApiError::Unauthorized)
+}

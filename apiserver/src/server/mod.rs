@@ -1,0 +1,160 @@
+//! The HTTP server: Kubernetes REST conventions over the registry and the store.
+//!
+//! Every request goes through one handler ([`dispatch`]): parse what it is about,
+//! authenticate, authorize, then answer it. Errors are [`ApiError`]s, answered as
+//! Kubernetes `Status` objects.
+
+mod body;
+mod discovery;
+mod dispatch;
+mod list;
+mod metrics;
+mod objects;
+mod watch;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::response::Response;
+
+use crate::auth::{Authorizer, GroupAuthorizer, TokenFile};
+use crate::registry::{Registry, ResourceType};
+use crate::status::ApiError;
+use crate::storage::{InstrumentedStore, Store, StoreError};
+use crate::watch_cache::WatchCache;
+
+pub use metrics::{Metrics, StoreMetrics};
+
+/// How the server behaves.
+pub struct ServerConfig {
+    /// The served resource types.
+    pub registry: Registry,
+    /// Bearer tokens.
+    pub tokens: TokenFile,
+    /// Who may do what.
+    pub authorizer: Arc<dyn Authorizer>,
+    /// Events kept per resource type for watches from an older revision.
+    pub watch_window: usize,
+    /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// The largest request body accepted (413 above).
+    pub max_body_bytes: usize,
+}
+
+impl ServerConfig {
+    /// Outpost's kinds, the group authorizer, and Kubernetes-like limits.
+    pub fn outpost(tokens: TokenFile) -> Self {
+        ServerConfig {
+            registry: Registry::outpost(),
+            tokens,
+            authorizer: Arc::new(GroupAuthorizer),
+            watch_window: 10_000,
+            bookmark_interval: Duration::from_secs(10),
+            max_body_bytes: 3 * 1024 * 1024 / 2,
+        }
+    }
+}
+
+/// Shared by every request.
+pub(crate) struct ServerState {
+    pub store: Arc<dyn Store>,
+    pub config: ServerConfig,
+    pub caches: HashMap<(String, String, String), Arc<WatchCache>>,
+    pub metrics: Metrics,
+    pub store_metrics: Arc<StoreMetrics>,
+}
+
+impl ServerState {
+    pub fn cache(&self, rt: &ResourceType) -> Result<&Arc<WatchCache>, ApiError> {
+        self.caches
+            .get(&(rt.group.clone(), rt.version.clone(), rt.plural.clone()))
+            .ok_or_else(|| ApiError::Internal(format!("no watch cache for {}", rt.qualified_resource())))
+    }
+}
+
+/// The API server: build it over a store, then serve its [`router`](ApiServer::router).
+#[derive(Clone)]
+pub struct ApiServer {
+    state: Arc<ServerState>,
+}
+
+impl ApiServer {
+    /// Starts a watch cache per resource type over `store`.
+    pub async fn new(store: Arc<dyn Store>, config: ServerConfig) -> Result<Self, StoreError> {
+        let store_metrics = Arc::new(StoreMetrics::default());
+        let observer = store_metrics.clone();
+        let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(
+            store,
+            Arc::new(move |op, took| observer.observe(op, took)),
+        ));
+        let mut caches = HashMap::new();
+        for rt in config.registry.all() {
+            let cache = WatchCache::start(store.clone(), rt.clone(), config.watch_window).await?;
+            caches.insert((rt.group.clone(), rt.version.clone(), rt.plural.clone()), cache);
+        }
+        Ok(ApiServer {
+            state: Arc::new(ServerState {
+                store,
+                config,
+                caches,
+                metrics: Metrics::default(),
+                store_metrics,
+            }),
+        })
+    }
+
+    /// The HTTP routes: every path goes to one dispatcher.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .fallback(handle)
+            .with_state(self.state.clone())
+    }
+
+    /// The store the server serves.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.state.store
+    }
+
+    /// Serves HTTPS on `listener` with the PEM certificate chain and key until
+    /// `shutdown` completes.
+    pub async fn serve_tls(
+        self,
+        listener: std::net::TcpListener,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        // One process-wide crypto provider; installing it twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await?;
+        let handle = axum_server::Handle::new();
+        let stopper = handle.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            stopper.graceful_shutdown(Some(Duration::from_secs(5)));
+        });
+        axum_server::from_tcp_rustls(listener, tls)?
+            .handle(handle)
+            .serve(self.router().into_make_service())
+            .await
+    }
+
+    /// Serves on `listener` until `shutdown` completes.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}
+
+async fn handle(State(state): State<Arc<ServerState>>, request: Request) -> Response {
+    dispatch::dispatch(state, request).await
+}

@@ -1,0 +1,244 @@
+//! `GET ...?watch=true`: a chunked stream of watch events, one JSON object per line,
+//! flushed per event, served from the type's watch cache.
+//!
+//! * `resourceVersion=N`: every change after N (410 inside the stream if N is too old);
+//! * unset or `0`, or `sendInitialEvents=true`: synthetic `ADDED` events for the current
+//!   objects first (then, with `sendInitialEvents`, a BOOKMARK annotated
+//!   `k8s.io/initial-events-end`), then changes;
+//! * `allowWatchBookmarks`: periodic BOOKMARKs; `timeoutSeconds`: the server ends it.
+//!
+//! With selectors, an object that starts matching arrives as `ADDED` and one that stops
+//! matching as `DELETED`, as kube-apiserver does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::dispatch::Call;
+use super::list::Filter;
+use crate::object_meta::from_store;
+use crate::status::ApiError;
+use crate::storage::{ListOptions, Revision};
+use crate::table;
+use crate::watch_cache::{CachedEvent, EventType, encode_line};
+
+/// How one watcher sees events.
+struct View {
+    rt: Arc<crate::registry::ResourceType>,
+    namespace: Option<String>,
+    filter: Filter,
+    table: bool,
+}
+
+impl View {
+    fn sees(&self, object: &Value) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| {
+            object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
+        }) && self.filter.matches(object)
+    }
+
+    fn line(&self, event_type: EventType, object: &Value) -> Bytes {
+        if self.table {
+            let row = table::table_row_for_watch(&self.rt, object, jiff::Timestamp::now());
+            encode_line(event_type.as_str(), &row)
+        } else {
+            encode_line(event_type.as_str(), object)
+        }
+    }
+
+    /// The line this watcher gets for a change, if any.
+    fn event(&self, event: &CachedEvent) -> Option<Bytes> {
+        let now = self.sees(&event.object);
+        let before = event.prev.as_deref().is_some_and(|p| self.sees(p));
+        let event_type = match (event.event_type(), before, now) {
+            (EventType::Deleted, true, _) => EventType::Deleted,
+            (EventType::Deleted, false, _) => return None,
+            (_, false, true) => EventType::Added,
+            (_, true, true) => EventType::Modified,
+            (_, true, false) => EventType::Deleted,
+            (_, false, false) => return None,
+        };
+        if self.table || self.namespace.is_some() && !self.filter.is_empty() || event_type != event.event_type() {
+            return Some(self.line(event_type, &event.object));
+        }
+        Some(event.encoded(event_type))
+    }
+
+    fn bookmark(&self, revision: Revision, initial_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if initial_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        encode_line(
+            "BOOKMARK",
+            &json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": metadata}),
+        )
+    }
+}
+
+fn error_line(err: &ApiError) -> Bytes {
+    encode_line("ERROR", &err.status())
+}
+
+pub async fn watch(call: Call) -> Result<Response, ApiError> {
+    let view = View {
+        rt: call.rt.clone(),
+        namespace: call.namespace().map(str::to_owned),
+        filter: Filter::from_call(&call)?,
+        table: table::wants_table(call.accept()),
+    };
+    let timeout = call
+        .param("timeoutSeconds")
+        .map(|t| t.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("invalid timeoutSeconds {t:?}"))))
+        .transpose()?
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(1800));
+    let bookmarks = call.flag("allowWatchBookmarks");
+    let send_initial = call.flag("sendInitialEvents");
+    let requested = match call.param("resourceVersion").filter(|rv| *rv != "0") {
+        Some(rv) => Some(
+            rv.parse::<Revision>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
+        ),
+        None => None,
+    };
+    let state = call.state.clone();
+    let cache = state.cache(&call.rt)?.clone();
+
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let mut initial = Vec::new();
+    let start = match requested {
+        Some(rv) if !send_initial => rv,
+        _ => {
+            // Synthetic ADDED events for the current state, read at one revision.
+            let prefix = call.rt.key_prefix(call.namespace());
+            let mut token = None;
+            let mut revision;
+            loop {
+                let page = state
+                    .store
+                    .list(&prefix, ListOptions { limit: Some(500), continue_token: token.take(), revision: None })
+                    .await
+                    .map_err(|e| ApiError::from_store(e, call.subject()))?;
+                revision = page.revision;
+                for kv in &page.items {
+                    let object = from_store(kv)?;
+                    if view.sees(&object) {
+                        initial.push(view.line(EventType::Added, &object));
+                    }
+                }
+                match page.continue_token {
+                    Some(next) => token = Some(next),
+                    None => break,
+                }
+            }
+            if send_initial {
+                initial.push(view.bookmark(revision, true));
+            }
+            revision
+        }
+    };
+    let subscription = cache.watch_from(start);
+    let interval = state.config.bookmark_interval;
+    state.metrics.watch_started(&call.rt.plural);
+    tokio::spawn(async move {
+        let _guard = WatchGuard(state.clone(), view.rt.plural.clone());
+        let (backlog, mut live) = match subscription {
+            Ok(subscribed) => subscribed,
+            Err(too_old) => {
+                let err = ApiError::Gone(format!("{start} ({})", too_old.oldest));
+                let _ = tx.send(error_line(&err)).await;
+                return;
+            }
+        };
+        for line in initial {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        let mut last = start;
+        for event in backlog {
+            last = event.revision;
+            if let Some(line) = view.event(&event)
+                && tx.send(line).await.is_err()
+            {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = tx.closed() => return,
+                _ = ticker.tick(), if bookmarks => {
+                    if tx.send(view.bookmark(last, false)).await.is_err() {
+                        return;
+                    }
+                }
+                next = live.recv() => match next {
+                    Ok(event) => {
+                        if event.revision <= last {
+                            continue;
+                        }
+                        last = event.revision;
+                        if let Some(line) = view.event(&event)
+                            && tx.send(line).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        // Catch up from the window, or tell the client to relist.
+                        match cache.watch_from(last) {
+                            Ok((missed, resubscribed)) => {
+                                live = resubscribed;
+                                for event in missed {
+                                    last = event.revision;
+                                    if let Some(line) = view.event(&event)
+                                        && tx.send(line).await.is_err()
+                                    {
+                                        return;
+                                    }
+                                }
+                            }
+                            Err(too_old) => {
+                                let err = ApiError::Gone(format!("{last} ({})", too_old.oldest));
+                                let _ = tx.send(error_line(&err)).await;
+                                return;
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(
+        ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
+    ));
+    *response.status_mut() = StatusCode::OK;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+/// Counts a watch as open until its task ends.
+struct WatchGuard(Arc<super::ServerState>, String);
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0.metrics.watch_ended(&self.1);
+    }
+}
+
+use futures::StreamExt as _;

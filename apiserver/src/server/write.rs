@@ -1,0 +1,252 @@
+//! `POST`, `PUT` and `PATCH`: decode, check unknown fields (`fieldValidation`), fill in
+//! server-managed metadata, validate against the schema and the kind's own rules, record
+//! managed fields, then write with the store revision as the precondition.
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use outpost_api::FieldError;
+use serde_json::Value;
+
+use super::body::{content_type, decode_object, json_with_warnings, read};
+use super::dispatch::Call;
+use super::objects::RETRIES;
+use crate::object_meta::{
+    WriteScope, finalizers, from_store, is_deleting, prepare_create, prepare_update,
+    sent_resource_version, set_resource_version, to_store,
+};
+use crate::patch::{PatchType, apply_patch, record_update, server_side_apply};
+use crate::schema;
+use crate::status::{ApiError, Subject};
+use crate::storage::{KeyValue, StoreError};
+
+impl Call {
+    /// The field manager: `fieldManager`, else the client's name from its User-Agent.
+    fn field_manager(&self) -> String {
+        if let Some(manager) = self.param("fieldManager") {
+            return manager.to_owned();
+        }
+        self.headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|ua| ua.split('/').next())
+            .filter(|m| !m.is_empty())
+            .unwrap_or("unknown")
+            .to_owned()
+    }
+
+    fn scope(&self) -> WriteScope {
+        match self.request.subresource.as_deref() {
+            Some("status") => WriteScope::Status,
+            _ => WriteScope::Main,
+        }
+    }
+}
+
+/// Applies `fieldValidation` (`Strict` rejects unknown fields with 400, `Warn` (the
+/// default) and `Ignore` drop them) and returns the warnings to send.
+fn field_validation(call: &Call, object: &mut Value) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = &call.rt.schema else {
+        return Ok(Vec::new());
+    };
+    let unknown = schema::unknown_fields(schema, object);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    match call.param("fieldValidation").unwrap_or("Warn") {
+        "Strict" => Err(ApiError::BadRequest(schema::strict_decoding_message(&unknown))),
+        "Ignore" => {
+            schema::prune(schema, object);
+            Ok(Vec::new())
+        }
+        "Warn" => {
+            schema::prune(schema, object);
+            Ok(unknown.iter().map(|f| format!("unknown field {f:?}")).collect())
+        }
+        other => Err(ApiError::BadRequest(format!(
+            "invalid fieldValidation {other:?}: must be Ignore, Warn or Strict"
+        ))),
+    }
+}
+
+/// Schema validation and the kind's own validation: 422 with every cause.
+fn admit(call: &Call, object: &Value, name: &str) -> Result<(), ApiError> {
+    let mut causes: Vec<FieldError> = Vec::new();
+    if let Some(schema) = &call.rt.schema {
+        causes.extend(schema::validate(schema, object));
+    }
+    if causes.is_empty()
+        && let Some(validate) = call.rt.validate
+    {
+        causes.extend(validate(object));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Invalid {
+            subject: Subject::of(&call.rt, name),
+            causes,
+        })
+    }
+}
+
+pub async fn create(call: &Call, body: Body) -> Result<Response, ApiError> {
+    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let mut object = decode_object(&call.headers, &bytes)?;
+    let warnings = field_validation(call, &mut object)?;
+    create_object(call, object, warnings).await
+}
+
+async fn create_object(call: &Call, mut object: Value, warnings: Vec<String>) -> Result<Response, ApiError> {
+    let name = prepare_create(&call.rt, &mut object, call.namespace())?;
+    admit(call, &object, &name)?;
+    record_update(None, &mut object, &call.field_manager(), "Update", &crate::object_meta::now());
+    if call.dry_run() {
+        return Ok(json_with_warnings(StatusCode::CREATED, &object, &warnings));
+    }
+    let key = call.rt.key(call.namespace(), &name);
+    let kv = call
+        .state
+        .store
+        .create(&key, to_store(&object))
+        .await
+        .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, &name)))?;
+    set_resource_version(&mut object, kv.mod_revision);
+    Ok(json_with_warnings(StatusCode::CREATED, &object, &warnings))
+}
+
+pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
+    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let mut object = decode_object(&call.headers, &bytes)?;
+    let warnings = field_validation(call, &mut object)?;
+    let subject = call.subject();
+    let Some(sent) = sent_resource_version(&object, &subject)? else {
+        return Err(ApiError::Invalid {
+            subject,
+            causes: vec![FieldError::invalid(
+                "metadata.resourceVersion",
+                "",
+                "must be specified for an update",
+            )],
+        });
+    };
+    let (kv, old) = call.load().await?;
+    if sent != kv.mod_revision {
+        return Err(conflict(call));
+    }
+    let object = commit_update(call, &kv, &old, object).await?;
+    Ok(json_with_warnings(StatusCode::OK, &object, &warnings))
+}
+
+fn conflict(call: &Call) -> ApiError {
+    ApiError::from_store(
+        StoreError::Conflict { key: call.key(), expected: 0, actual: 0 },
+        call.subject(),
+    )
+}
+
+/// Writes `new` over `old` (read at `kv`): server fields, validation, finalizer
+/// completion, no-op detection, managed fields, compare-and-swap.
+async fn commit_update(call: &Call, kv: &KeyValue, old: &Value, mut new: Value) -> Result<Value, ApiError> {
+    prepare_update(&call.rt, old, &mut new, call.scope())?;
+    if call.rt.immutable_spec && old.get("spec") != new.get("spec") {
+        return Err(ApiError::Invalid {
+            subject: call.subject(),
+            causes: vec![FieldError::invalid("spec", "", "field is immutable")],
+        });
+    }
+    admit(call, &new, call.name())?;
+    set_resource_version(&mut new, kv.mod_revision);
+    if new == *old {
+        return Ok(new); // nothing to write: the resourceVersion stays
+    }
+    if call.dry_run() {
+        return Ok(new);
+    }
+    let store = &call.state.store;
+    if is_deleting(&new) && finalizers(&new).is_empty() {
+        // The last finalizer is gone: the object goes.
+        store
+            .delete(&call.key(), Some(kv.mod_revision))
+            .await
+            .map_err(|e| ApiError::from_store(e, call.subject()))?;
+        return Ok(new);
+    }
+    record_update(Some(old), &mut new, &call.field_manager(), "Update", &crate::object_meta::now());
+    let written = store
+        .update(&call.key(), to_store(&new), kv.mod_revision)
+        .await
+        .map_err(|e| ApiError::from_store(e, call.subject()))?;
+    from_store(&written)
+}
+
+pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
+    let kind = PatchType::from_content_type(&content_type(&call.headers))?;
+    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let force = call.flag("force");
+    if kind == PatchType::Apply && call.param("fieldManager").is_none() {
+        return Err(ApiError::BadRequest(
+            "PATCH with an apply patch requires the fieldManager query parameter".into(),
+        ));
+    }
+    let manager = call.field_manager();
+    for _ in 0..RETRIES {
+        let current = call
+            .state
+            .store
+            .get(&call.key())
+            .await
+            .map_err(|e| ApiError::from_store(e, call.subject()))?;
+        let Some(kv) = current else {
+            if kind != PatchType::Apply {
+                return Err(ApiError::NotFound(call.subject()));
+            }
+            let mut applied = decode_apply(&bytes)?;
+            let warnings = field_validation(call, &mut applied)?;
+            let object = server_side_apply(None, &applied, &manager, force, &crate::object_meta::now())
+                .map_err(|c| c.into_api_error(call.subject()))?;
+            match create_object(call, object, warnings).await {
+                Err(ApiError::AlreadyExists(_)) => continue,
+                other => return other,
+            }
+        };
+        let old = from_store(&kv)?;
+        let (mut new, warnings) = if kind == PatchType::Apply {
+            let mut applied = decode_apply(&bytes)?;
+            let warnings = field_validation(call, &mut applied)?;
+            let new = server_side_apply(Some(&old), &applied, &manager, force, &crate::object_meta::now())
+                .map_err(|c| c.into_api_error(call.subject()))?;
+            (new, warnings)
+        } else {
+            let mut new = apply_patch(kind, &old, &bytes)?;
+            let warnings = field_validation(call, &mut new)?;
+            (new, warnings)
+        };
+        // A resourceVersion in the patch is a precondition; otherwise we retry races.
+        let pinned = sent_resource_version(&new, &call.subject())?;
+        if let Some(rv) = pinned
+            && rv != kv.mod_revision
+        {
+            return Err(conflict(call));
+        }
+        set_resource_version(&mut new, kv.mod_revision);
+        match commit_update(call, &kv, &old, new).await {
+            Err(ApiError::Conflict { .. }) if pinned.is_none() => continue,
+            Ok(object) => return Ok(json_with_warnings(StatusCode::OK, &object, &warnings)),
+            Err(err) => return Err(err),
+        }
+    }
+    Err(conflict(call))
+}
+
+/// An apply body: YAML (JSON is YAML too).
+fn decode_apply(bytes: &[u8]) -> Result<Value, ApiError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| ApiError::BadRequest("the apply patch is not UTF-8".into()))?;
+    let value: Value = serde_saphyr::from_str(text)
+        .map_err(|e| ApiError::BadRequest(format!("the apply patch is not valid YAML: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::BadRequest("the apply patch must be an object".into()));
+    }
+    Ok(value)
+}

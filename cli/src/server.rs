@@ -1,0 +1,76 @@
+//! `outpost server`: the API server process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use outpost_apiserver::auth::TokenFile;
+use outpost_apiserver::server::{ApiServer, ServerConfig};
+use outpost_apiserver::storage::StoreLocation;
+
+/// Arguments of `outpost server`.
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where objects live: `embedded:DIR` or `etcd://HOST:PORT[,HOST:PORT...]`.
+    #[arg(long, default_value = "embedded:.outpost/store")]
+    store: StoreLocation,
+    /// Bearer tokens, one per line: `token,user,uid,"group1,group2"`. Members of
+    /// `outpost:admins` may do everything, of `outpost:viewers` read and watch.
+    #[arg(long)]
+    tokens: PathBuf,
+    /// PEM certificate chain for HTTPS (plain HTTP is allowed only on loopback).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+/// Runs the API server until SIGINT or SIGTERM.
+pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    if args.tls_cert.is_none() && !args.listen.ip().is_loopback() {
+        bail!(
+            "refusing to serve plain HTTP on {}: pass --tls-cert and --tls-key, or listen on a loopback address",
+            args.listen
+        );
+    }
+    let tokens = TokenFile::read(&args.tokens)?;
+    let store = args
+        .store
+        .open()
+        .await
+        .with_context(|| format!("cannot open the store {:?}", args.store))?;
+    let server = ApiServer::new(store, ServerConfig::outpost(tokens))
+        .await
+        .context("cannot start the watch caches")?;
+    let listener = std::net::TcpListener::bind(args.listen)
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            println!("outpost: serving on https://{address}");
+            server.serve_tls(listener, cert, key, shutdown_signal()).await?;
+        }
+        _ => {
+            println!("outpost: serving on http://{address}");
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            server.serve(listener, shutdown_signal()).await?;
+        }
+    }
+    println!("outpost: stopped");
+    Ok(())
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM.
+pub async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler can be installed");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
