@@ -27,6 +27,9 @@ pub struct ServerArgs {
     /// PEM private key for HTTPS.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Seconds between BOOKMARK events on watches that allow them.
+    #[arg(long, default_value_t = 10)]
+    watch_bookmark_seconds: u64,
 }
 
 /// Runs the API server until SIGINT or SIGTERM.
@@ -43,7 +46,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .open()
         .await
         .with_context(|| format!("cannot open the store {:?}", args.store))?;
-    let server = ApiServer::new(store, ServerConfig::outpost(tokens))
+    let mut config = ServerConfig::outpost(tokens);
+    config.bookmark_interval = std::time::Duration::from_secs(args.watch_bookmark_seconds.max(1));
+    let server = ApiServer::new(store, config)
         .await
         .context("cannot start the watch caches")?;
     let listener = std::net::TcpListener::bind(args.listen)

@@ -1,0 +1,192 @@
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use outpost_apiserver::storage::ThrowawayEtcd;
+use outpost_apiserver::tls::SelfSigned;
+
+use crate::Kubectl;
+
+/// Which store a control plane runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded store in a temporary directory.
+    Embedded,
+    /// A throwaway etcd (or the one in `OUTPOST_TEST_ETCD`).
+    Etcd,
+}
+
+/// The `outpost` binary next to the test executable (`target/<profile>/outpost`).
+///
+/// # Panics
+/// If it has not been built; `./x test` builds it first.
+pub fn outpost_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test knows where it runs from");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binaries live in target/<profile>/deps");
+    let binary = profile_dir.join("outpost");
+    assert!(
+        binary.exists(),
+        "{} is missing: build it with `cargo build -p outpost` (./x test does)",
+        binary.display()
+    );
+    binary
+}
+
+/// A running `outpost server` with an admin and a viewer token.
+pub struct ControlPlane {
+    child: Child,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// The admin's bearer token (group `outpost:admins`).
+    pub admin_token: String,
+    /// A viewer's bearer token (group `outpost:viewers`).
+    pub viewer_token: String,
+    /// A token of a user in no group.
+    pub nobody_token: String,
+    /// The CA of the serving certificate.
+    pub tls: SelfSigned,
+    /// The store it runs on.
+    pub backend: Backend,
+    args: ServerArgs,
+    dir: tempfile::TempDir,
+    _etcd: Option<ThrowawayEtcd>,
+}
+
+struct ServerArgs {
+    store: String,
+    tokens: PathBuf,
+    tls: SelfSigned,
+}
+
+/// Starts `outpost server` and returns it with the URL it printed.
+async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
+    let mut child = Command::new(outpost_binary())
+        .args(["server", "--listen", listen, "--store", &args.store, "--tokens"])
+        .arg(&args.tokens)
+        .arg("--tls-cert")
+        .arg(&args.tls.cert)
+        .arg("--tls-key")
+        .arg(&args.tls.key)
+        .args(["--watch-bookmark-seconds", "1"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("outpost server starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let url = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let url = lines.find_map(|line| line.ok()?.strip_prefix("outpost: serving on ").map(str::to_owned));
+        // Keep draining so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        url
+    })
+    .await
+    .expect("reader thread")
+    .expect("outpost server printed its address");
+    (child, url)
+}
+
+impl ControlPlane {
+    /// Starts `outpost server` on `backend`, on a free port, over TLS.
+    pub async fn start(backend: Backend) -> ControlPlane {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let (store, etcd) = match backend {
+            Backend::Embedded => (format!("embedded:{}", dir.path().join("store").display()), None),
+            Backend::Etcd => {
+                let etcd = ThrowawayEtcd::start().await.expect("etcd starts");
+                (format!("etcd://{}", etcd.endpoint().trim_start_matches("http://")), Some(etcd))
+            }
+        };
+        let token = || format!("{:032x}", rand::random::<u128>());
+        let (admin_token, viewer_token, nobody_token) = (token(), token(), token());
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!(
+                "{admin_token},admin,1,\"outpost:admins\"\n{viewer_token},viewer,2,\"outpost:viewers\"\n{nobody_token},nobody,3\n"
+            ),
+        )
+        .expect("token file written");
+        let tls = SelfSigned::ensure(&dir.path().join("pki")).expect("certificates");
+        let args = ServerArgs { store, tokens, tls: tls.clone() };
+        let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
+        ControlPlane {
+            child,
+            url,
+            args,
+            admin_token,
+            viewer_token,
+            nobody_token,
+            tls,
+            backend,
+            dir,
+            _etcd: etcd,
+        }
+    }
+
+    /// Stops the server (SIGKILL) and starts it again on the same port and store; its
+    /// watch caches start afresh, so watches from before the restart get 410.
+    pub async fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let listen = self.url.trim_start_matches("https://").to_owned();
+        let (child, url) = spawn_server(&self.args, &listen).await;
+        assert_eq!(url, self.url, "the server came back on the same address");
+        self.child = child;
+    }
+
+    /// A kubeconfig for `token`, written into the control plane's temp dir.
+    pub fn kubeconfig(&self, token: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("kubeconfig-{}", &token[..8]));
+        let ca = self.tls.ca_data().expect("CA readable");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: outpost\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: outpost\n  context:\n    cluster: outpost\n    user: u\n    namespace: default\ncurrent-context: outpost\n",
+                self.url
+            ),
+        )
+        .expect("kubeconfig written");
+        path
+    }
+
+    /// `kubectl` as the admin.
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(self.kubeconfig(&self.admin_token), self.dir.path())
+    }
+
+    /// `kubectl` as `token`'s user.
+    pub fn kubectl_as(&self, token: &str) -> Kubectl {
+        Kubectl::new(self.kubeconfig(token), self.dir.path())
+    }
+
+    /// A kube-rs client as `token`'s user.
+    pub async fn client_as(&self, token: &str) -> kube_client::Client {
+        let file = kube_client::config::Kubeconfig::read_from(self.kubeconfig(token)).expect("kubeconfig");
+        let config = kube_client::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .expect("client config");
+        kube_client::Client::try_from(config).expect("client")
+    }
+
+    /// A kube-rs client as the admin.
+    pub async fn client(&self) -> kube_client::Client {
+        self.client_as(&self.admin_token).await
+    }
+
+    /// A scratch directory that lives as long as the control plane.
+    pub fn scratch(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,33 @@
+//! Test support for Outpost's end-to-end tests: start the real `outpost server` on
+//! the embedded store or on a throwaway etcd, with TLS and a token file, and talk to it
+//! with the machine's `kubectl` or a kube-rs client.
+
+mod cluster;
+mod kubectl;
+
+pub use cluster::{Backend, ControlPlane, outpost_binary};
+pub use kubectl::{Kubectl, Run};
+
+/// Declares each listed `async fn NAME(backend: Backend)` as two tests,
+/// `embedded::NAME` and `etcd::NAME`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Backend::Embedded).await;
+                }
+            )*
+        }
+        mod etcd {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Backend::Etcd).await;
+                }
+            )*
+        }
+    };
+}
