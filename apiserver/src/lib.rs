@@ -14,3 +14,4 @@ pub mod registry;
 pub mod request;
 pub mod status;
 pub mod storage;
+pub mod table;

@@ -106,14 +106,15 @@ fn apply_json_patch(existing: &Value, body: &[u8]) -> Result<Value, ApiError> {
     }
     let mut doc = existing.clone();
     for op in patch.iter() {
-        if let PatchOperation::Test(test) = op {
-            if test.value.is_null() {
-                let path = test.path.as_str();
-                if null_or_missing(&doc, path)? {
-                    continue;
-                }
-                return Err(patch_failed(existing, path, "test failed"));
+        let null_test = match op {
+            PatchOperation::Test(test) if test.value.is_null() => Some(test.path.as_str()),
+            _ => None,
+        };
+        if let Some(path) = null_test {
+            if null_or_missing(&doc, path) {
+                continue;
             }
+            return Err(patch_failed(existing, path, "test failed"));
         }
         json_patch::patch(&mut doc, std::slice::from_ref(op)).map_err(|e| {
             let detail = match e.kind {
@@ -129,14 +130,13 @@ fn apply_json_patch(existing: &Value, body: &[u8]) -> Result<Value, ApiError> {
 /// Whether `pointer` names a missing member of an existing object, or a `null`.
 /// Kube's patch library (evanphx/json-patch v4) treats both as `null`; a missing
 /// parent still fails.
-fn null_or_missing(doc: &Value, pointer: &str) -> Result<bool, ApiError> {
+fn null_or_missing(doc: &Value, pointer: &str) -> bool {
     if let Some(value) = doc.pointer(pointer) {
-        return Ok(value.is_null());
+        return value.is_null();
     }
-    let Some((parent, _)) = pointer.rsplit_once('/') else {
-        return Ok(false);
-    };
-    Ok(doc.pointer(parent).is_some_and(Value::is_object))
+    pointer
+        .rsplit_once('/')
+        .is_some_and(|(parent, _)| doc.pointer(parent).is_some_and(Value::is_object))
 }
 
 fn patch_failed(existing: &Value, path: &str, detail: &str) -> ApiError {
