@@ -1,0 +1,430 @@
+//! Server-side apply and the bookkeeping of non-apply writes, after
+//! structured-merge-diff's `Updater.Apply` and `Updater.Update`.
+
+use serde_json::{Map, Value};
+
+use super::fields::{FieldPath, FieldSet, ListShape, PathElement};
+use super::managed::{
+    APPLY, ManagedEntry, Manager, UPDATE, decode_managed_fields, encode_managed_fields,
+    strip_server_fields,
+};
+use crate::status::{ApiError, Subject};
+
+/// The manager kube records for an object's fields when it is first applied and
+/// carries no `managedFields` yet.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// One field another manager owns with a different value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldConflict {
+    /// The manager that owns it.
+    pub manager: Manager,
+    /// The field.
+    pub field: FieldPath,
+}
+
+/// An apply that would change fields other managers own; retry with `force` to
+/// take them over.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", conflict_message(.conflicts))]
+pub struct ApplyConflict {
+    /// The conflicts, ordered by manager then field.
+    pub conflicts: Vec<FieldConflict>,
+}
+
+impl ApplyConflict {
+    /// The 409 `Conflict` answered for this apply of the object `subject`.
+    ///
+    /// # Warning
+    /// [`ApiError::Conflict`] prefixes its message with `Operation cannot be fulfilled
+    /// on ...:`; kube's apply conflicts carry the bare message and
+    /// `FieldManagerConflict` causes, which `status.rs` does not model yet.
+    pub fn into_api_error(self, subject: Subject) -> ApiError {
+        ApiError::Conflict {
+            subject,
+            reason: self.to_string(),
+        }
+    }
+}
+
+fn conflict_message(conflicts: &[FieldConflict]) -> String {
+    if let [only] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            only.manager, only.field
+        );
+    }
+    let mut lines = Vec::new();
+    let mut current: Option<&Manager> = None;
+    for c in conflicts {
+        if current != Some(&c.manager) {
+            lines.push(format!("conflicts with {}:", c.manager));
+            current = Some(&c.manager);
+        }
+        lines.push(format!("- {}", c.field));
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
+}
+
+/// Applies `applied` (a parsed apply configuration) for `field_manager` onto
+/// `existing` (`None` to create), returning the new object with its
+/// `metadata.managedFields` updated; `now` (RFC 3339) stamps the applier's entry.
+///
+/// Maps merge recursively, lists of objects with a `name` merge by name,
+/// `metadata.finalizers` merges as a set, other lists are replaced. Fields the
+/// manager applied before and no longer applies are removed unless another manager
+/// owns them. Changing a field another manager owns is a conflict unless `force`,
+/// which takes ownership over.
+///
+/// The caller checks the identity (kind, name, namespace) and preconditions.
+pub fn server_side_apply(
+    existing: Option<&Value>,
+    applied: &Value,
+    field_manager: &str,
+    force: bool,
+    now: &str,
+) -> Result<Value, ApplyConflict> {
+    let live = existing
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let applier = Manager {
+        name: field_manager.to_owned(),
+        operation: APPLY.to_owned(),
+        api_version: api_version(applied, &live),
+        subresource: String::new(),
+    };
+    let mut entries = decode_managed_fields(&live);
+    if existing.is_some() && entries.is_empty() {
+        entries.push(ManagedEntry {
+            manager: Manager {
+                name: BEFORE_FIRST_APPLY.to_owned(),
+                operation: UPDATE.to_owned(),
+                api_version: applier.api_version.clone(),
+                subresource: String::new(),
+            },
+            time: Some(now.to_owned()),
+            fields: strip_server_fields(&FieldSet::of_object(&live)),
+        });
+    }
+    let position = entries.iter().position(|e| e.manager.same_as(&applier));
+    let (last, previous_time) = match position {
+        Some(i) => {
+            let entry = entries.remove(i);
+            (entry.fields, entry.time)
+        }
+        None => (FieldSet::default(), None),
+    };
+    let applied_set = strip_server_fields(&FieldSet::of_object(applied));
+
+    let mut merged = merge(&FieldPath::default(), &live, applied);
+    // Prune what the applier dropped from its configuration and nobody else owns.
+    let managed = entries
+        .iter()
+        .fold(applied_set.clone(), |acc, e| acc.union(&e.fields));
+    let dropped = strip_server_fields(&last.with_field_ancestors());
+    for path in &dropped.0 {
+        if !managed.covers(path) {
+            remove(&mut merged, &path.0);
+        }
+    }
+
+    let diff = Diff::between(&live, &merged);
+    let changed = diff.added.union(&diff.modified);
+    let mut conflicts = Vec::new();
+    for entry in &mut entries {
+        let owned = entry.fields.intersection(&changed);
+        conflicts.extend(owned.0.iter().map(|field| FieldConflict {
+            manager: entry.manager.clone(),
+            field: field.clone(),
+        }));
+        entry.fields = entry.fields.difference(&owned).difference(&diff.removed);
+    }
+    if !conflicts.is_empty() && !force {
+        conflicts.sort_by(|a, b| (&a.manager, &a.field).cmp(&(&b.manager, &b.field)));
+        return Err(ApplyConflict { conflicts });
+    }
+    let object_changed = strip_meta(&live) != strip_meta(&merged);
+    entries.push(ManagedEntry {
+        manager: applier,
+        time: if object_changed || previous_time.is_none() {
+            Some(now.to_owned())
+        } else {
+            previous_time
+        },
+        fields: applied_set,
+    });
+    encode_managed_fields(&mut merged, entries);
+    Ok(merged)
+}
+
+/// Records in `updated`'s `metadata.managedFields` that `field_manager` wrote the
+/// fields a non-apply write (`operation` `Update`: create, update, merge or JSON
+/// patch) changed from `existing` (`None` for a create). Other managers lose the
+/// fields changed or removed.
+///
+/// Like kube, `managedFields` sent in `updated` replace the live ones when they are
+/// set (`[{}]` clears them), and an existing object without managed fields stays
+/// untracked until it is first applied.
+pub fn record_update(
+    existing: Option<&Value>,
+    updated: &mut Value,
+    field_manager: &str,
+    operation: &str,
+    now: &str,
+) {
+    let live = existing
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let reset = updated
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|list| list.len() == 1 && list[0].as_object().is_some_and(Map::is_empty));
+    let from_request = decode_managed_fields(updated);
+    let mut entries = if from_request.is_empty() {
+        decode_managed_fields(&live)
+    } else {
+        from_request
+    };
+    if reset || (existing.is_some() && entries.is_empty()) {
+        encode_managed_fields(updated, Vec::new());
+        return;
+    }
+    let updater = Manager {
+        name: field_manager.to_owned(),
+        operation: operation.to_owned(),
+        api_version: api_version(updated, &live),
+        subresource: String::new(),
+    };
+    let diff = Diff::between(&live, updated);
+    let changed = diff.added.union(&diff.modified);
+    let taken = changed.union(&diff.removed);
+    let mut own = FieldSet::default();
+    let mut own_time = None;
+    entries.retain_mut(|entry| {
+        if entry.manager.same_as(&updater) {
+            own = entry.fields.clone();
+            own_time = entry.time.take();
+            return false;
+        }
+        entry.fields = entry.fields.difference(&taken);
+        true
+    });
+    let own = own.difference(&diff.removed).union(&changed);
+    if !changed.is_empty() || own_time.is_none() {
+        own_time = Some(now.to_owned());
+    }
+    entries.push(ManagedEntry {
+        manager: updater,
+        time: own_time,
+        fields: own,
+    });
+    encode_managed_fields(updated, entries);
+}
+
+fn api_version(object: &Value, fallback: &Value) -> String {
+    object
+        .get("apiVersion")
+        .or_else(|| fallback.get("apiVersion"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn strip_meta(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
+    object
+}
+
+/// `live` with `config` merged in: objects recursively, lists by their [`ListShape`];
+/// `null` in `config` removes the field.
+fn merge(path: &FieldPath, live: &Value, config: &Value) -> Value {
+    match (live, config) {
+        (Value::Object(live), Value::Object(config)) => {
+            let mut out = live.clone();
+            for (key, value) in config {
+                let child = path.child(PathElement::Field(key.clone()));
+                match (live.get(key), value) {
+                    (_, Value::Null) => {
+                        out.remove(key);
+                    }
+                    (Some(old), new) => {
+                        out.insert(key.clone(), merge(&child, old, new));
+                    }
+                    (None, new) => {
+                        out.insert(key.clone(), merge(&child, &Value::Null, new));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        (Value::Array(live), Value::Array(config)) => {
+            let shape = ListShape::of(path, live.iter().chain(config));
+            if shape == ListShape::Atomic {
+                return Value::Array(config.clone());
+            }
+            let mut out: Vec<Value> = live
+                .iter()
+                .map(|item| {
+                    let element = shape.element(item);
+                    match config.iter().find(|c| shape.element(c) == element) {
+                        Some(c) => merge(path, item, c),
+                        None => item.clone(),
+                    }
+                })
+                .collect();
+            for item in config {
+                let element = shape.element(item);
+                if !live.iter().any(|l| shape.element(l) == element) {
+                    out.push(item.clone());
+                }
+            }
+            Value::Array(out)
+        }
+        // A new object still drops the `null`s of its configuration.
+        (_, Value::Object(_)) => merge(path, &Value::Object(Map::new()), config),
+        _ => config.clone(),
+    }
+}
+
+/// Removes the field at `path` from `object`, if present.
+fn remove(object: &mut Value, path: &[PathElement]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut node = object;
+    let mut walked = FieldPath::default();
+    for element in parents {
+        let next = match (element, node) {
+            (PathElement::Field(name), Value::Object(map)) => map.get_mut(name),
+            (PathElement::Index(i), Value::Array(items)) => items.get_mut(*i),
+            (element, Value::Array(items)) => {
+                let shape = ListShape::of(&walked, items.iter());
+                items
+                    .iter_mut()
+                    .find(|item| shape.element(item).as_ref() == Some(element))
+            }
+            _ => None,
+        };
+        let Some(next) = next else { return };
+        node = next;
+        walked = walked.child(element.clone());
+    }
+    match (last, node) {
+        (PathElement::Field(name), Value::Object(map)) => {
+            map.remove(name);
+        }
+        (PathElement::Index(i), Value::Array(items)) if *i < items.len() => {
+            items.remove(*i);
+        }
+        (element, Value::Array(items)) => {
+            let shape = ListShape::of(&walked, items.iter());
+            items.retain(|item| shape.element(item).as_ref() != Some(element));
+        }
+        _ => {}
+    }
+}
+
+/// What changed between two objects, as structured-merge-diff's `Compare`: an
+/// added container counts with everything under it.
+#[derive(Default)]
+struct Diff {
+    added: FieldSet,
+    modified: FieldSet,
+    removed: FieldSet,
+}
+
+impl Diff {
+    fn between(old: &Value, new: &Value) -> Diff {
+        let mut diff = Diff::default();
+        diff.children(&FieldPath::default(), &strip_meta(old), &strip_meta(new));
+        diff.added = strip_server_fields(&diff.added);
+        diff.modified = strip_server_fields(&diff.modified);
+        diff.removed = strip_server_fields(&diff.removed);
+        diff
+    }
+
+    fn children(&mut self, path: &FieldPath, old: &Value, new: &Value) {
+        let empty = Map::new();
+        let old_map = old.as_object().unwrap_or(&empty);
+        let new_map = new.as_object().unwrap_or(&empty);
+        for key in old_map
+            .keys()
+            .chain(new_map.keys().filter(|k| !old_map.contains_key(*k)))
+        {
+            let child = path.child(PathElement::Field(key.clone()));
+            self.compare(&child, old_map.get(key), new_map.get(key));
+        }
+    }
+
+    fn compare(&mut self, path: &FieldPath, old: Option<&Value>, new: Option<&Value>) {
+        match (old, new) {
+            (None, None) => {}
+            (None, Some(new)) => {
+                self.added.insert(path.clone());
+                self.added = self.added.union(&subtree(path, new));
+            }
+            (Some(old), None) => {
+                self.removed.insert(path.clone());
+                self.removed = self.removed.union(&subtree(path, old));
+            }
+            (Some(Value::Object(o)), Some(Value::Object(n))) if !(o.is_empty() && n.is_empty()) => {
+                self.children(path, &Value::Object(o.clone()), &Value::Object(n.clone()));
+            }
+            (Some(Value::Array(o)), Some(Value::Array(n))) => {
+                let shape = ListShape::of(path, o.iter().chain(n));
+                if shape == ListShape::Atomic {
+                    if o != n {
+                        self.modified.insert(path.clone());
+                    }
+                    return;
+                }
+                let find = |items: &[Value], element: &Option<PathElement>| {
+                    items.iter().find(|i| &shape.element(i) == element).cloned()
+                };
+                for item in o
+                    .iter()
+                    .chain(n.iter().filter(|i| find(o, &shape.element(i)).is_none()))
+                {
+                    let element = shape.element(item);
+                    let Some(el) = element.clone() else { continue };
+                    let (before, after) = (find(o, &element), find(n, &element));
+                    let item_path = path.child(el);
+                    match (&before, &after) {
+                        (Some(b), Some(a)) => self.children(&item_path, b, a),
+                        _ => self.compare(&item_path, before.as_ref(), after.as_ref()),
+                    }
+                }
+            }
+            (Some(old), Some(new)) => {
+                if old != new {
+                    self.modified.insert(path.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Every field at or under `path` holding `value`, containers included.
+fn subtree(path: &FieldPath, value: &Value) -> FieldSet {
+    let mut set = FieldSet::default();
+    set.collect_at(path, value);
+    let containers: Vec<FieldPath> = set
+        .with_field_ancestors()
+        .0
+        .into_iter()
+        .filter(|p| path.is_prefix_of(p))
+        .collect();
+    set.0.extend(containers);
+    set
+}
+
+#[cfg(test)]
+#[path = "apply_tests.rs"]
+mod tests;

@@ -1,0 +1,415 @@
+//! Field paths and field sets as server-side apply tracks them, with the `FieldsV1`
+//! encoding of `metadata.managedFields` (`{"f:spec":{"f:replicas":{}}}`).
+//!
+//! Outpost serves objects without per-field schema knowledge, so list shapes are
+//! inferred (see [`ListShape`]): this approximates kube's list-map-keys.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// One step of a [`FieldPath`], ordered like structured-merge-diff orders them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathElement {
+    /// A field of an object (`f:name`).
+    Field(String),
+    /// An item of a list-map, by its key fields as compact JSON (`k:{"name":"a"}`).
+    Key(String),
+    /// An item of a set-list, by its value as compact JSON (`v:"a"`).
+    Value(String),
+    /// An item of a list by position (`i:0`).
+    Index(usize),
+}
+
+/// A path to one field, displayed as kube displays it: `.spec.containers[name="a"].image`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FieldPath(pub Vec<PathElement>);
+
+impl FieldPath {
+    /// The path of the field `name` under `self`.
+    pub fn child(&self, element: PathElement) -> FieldPath {
+        let mut elements = self.0.clone();
+        elements.push(element);
+        FieldPath(elements)
+    }
+
+    /// A path made of object fields only, e.g. `["spec", "replicas"]`.
+    pub fn fields(names: &[&str]) -> FieldPath {
+        FieldPath(
+            names
+                .iter()
+                .map(|n| PathElement::Field((*n).to_owned()))
+                .collect(),
+        )
+    }
+
+    /// Whether `self` is `other` or one of its ancestors.
+    pub fn is_prefix_of(&self, other: &FieldPath) -> bool {
+        other.0.starts_with(&self.0)
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for element in &self.0 {
+            match element {
+                PathElement::Field(name) => write!(f, ".{name}")?,
+                PathElement::Key(json) => {
+                    let keys: Map<String, Value> = serde_json::from_str(json).unwrap_or_default();
+                    let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    write!(f, "[{}]", parts.join(","))?
+                }
+                PathElement::Value(json) => write!(f, "[={json}]")?,
+                PathElement::Index(i) => write!(f, "[{i}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a list is merged and tracked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListShape {
+    /// Replaced as a whole; one field.
+    Atomic,
+    /// A set of scalars (`metadata.finalizers`); each value is a field.
+    Set,
+    /// Objects identified by key fields (`name`, or `uid` for `metadata.ownerReferences`).
+    Map(Vec<String>),
+}
+
+impl ListShape {
+    /// The shape of the list at `path` holding `items` (items of both sides when merging).
+    pub fn of<'a>(
+        path: &FieldPath,
+        items: impl IntoIterator<Item = &'a Value> + Clone,
+    ) -> ListShape {
+        let is_path = |names: &[&str]| *path == FieldPath::fields(names);
+        let keyed_by = |key: &str| {
+            items
+                .clone()
+                .into_iter()
+                .all(|item| item.get(key).is_some_and(Value::is_string))
+        };
+        let any = items.clone().into_iter().next().is_some();
+        if is_path(&["metadata", "finalizers"]) && items.clone().into_iter().all(|i| i.is_string())
+        {
+            ListShape::Set
+        } else if is_path(&["metadata", "ownerReferences"]) && keyed_by("uid") {
+            ListShape::Map(vec!["uid".into()])
+        } else if any && keyed_by("name") {
+            ListShape::Map(vec!["name".into()])
+        } else {
+            ListShape::Atomic
+        }
+    }
+
+    /// The path element naming `item` in a list of this shape (`None` for atomic lists).
+    pub fn element(&self, item: &Value) -> Option<PathElement> {
+        match self {
+            ListShape::Atomic => None,
+            ListShape::Set => Some(PathElement::Value(item.to_string())),
+            ListShape::Map(keys) => {
+                let fields: Map<String, Value> = keys
+                    .iter()
+                    .map(|k| (k.clone(), item.get(k).cloned().unwrap_or(Value::Null)))
+                    .collect();
+                Some(PathElement::Key(Value::Object(fields).to_string()))
+            }
+        }
+    }
+}
+
+/// A set of field paths: what one manager owns, or what changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldSet(pub BTreeSet<FieldPath>);
+
+impl FieldSet {
+    /// The fields set in `object` (its leaves, list items and empty containers), as
+    /// structured-merge-diff's `ToFieldSet` computes them.
+    pub fn of_object(object: &Value) -> FieldSet {
+        let mut set = FieldSet::default();
+        if let Value::Object(map) = object {
+            for (key, value) in map {
+                set.collect_at(
+                    &FieldPath::default().child(PathElement::Field(key.clone())),
+                    value,
+                );
+            }
+        }
+        set
+    }
+
+    /// Adds the fields of `value` found at `path` (list shapes depend on the path).
+    pub fn collect_at(&mut self, path: &FieldPath, value: &Value) {
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                for (key, child) in map {
+                    self.collect_at(&path.child(PathElement::Field(key.clone())), child);
+                }
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let shape = ListShape::of(path, items);
+                if shape == ListShape::Atomic {
+                    self.insert(path.clone());
+                }
+                for item in items {
+                    if let Some(element) = shape.element(item) {
+                        let item_path = path.child(element);
+                        self.insert(item_path.clone());
+                        if let Value::Object(fields) = item {
+                            for (key, child) in fields {
+                                self.collect_at(
+                                    &item_path.child(PathElement::Field(key.clone())),
+                                    child,
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {
+                self.insert(path.clone());
+            }
+        }
+    }
+
+    /// Adds `path`.
+    pub fn insert(&mut self, path: FieldPath) {
+        self.0.insert(path);
+    }
+
+    /// Whether `path` is in the set.
+    pub fn contains(&self, path: &FieldPath) -> bool {
+        self.0.contains(path)
+    }
+
+    /// Whether the set holds `path` or anything under it.
+    pub fn covers(&self, path: &FieldPath) -> bool {
+        self.0
+            .range(path.clone()..)
+            .next()
+            .is_some_and(|p| path.is_prefix_of(p))
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Paths in both sets.
+    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+        FieldSet(self.0.intersection(&other.0).cloned().collect())
+    }
+
+    /// Paths in `self` but not in `other`.
+    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+        FieldSet(self.0.difference(&other.0).cloned().collect())
+    }
+
+    /// Paths in either set.
+    pub fn union(&self, other: &FieldSet) -> FieldSet {
+        FieldSet(self.0.union(&other.0).cloned().collect())
+    }
+
+    /// The set with every path under `prefix` (and `prefix` itself) removed.
+    pub fn without_subtree(&self, prefix: &FieldPath) -> FieldSet {
+        FieldSet(
+            self.0
+                .iter()
+                .filter(|p| !prefix.is_prefix_of(p))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The set plus the object-field ancestors of its paths (structured-merge-diff's
+    /// `EnsureNamedFieldsAreMembers`): owning `.spec.a` counts as owning `.spec`.
+    pub fn with_field_ancestors(&self) -> FieldSet {
+        let mut set = self.clone();
+        for path in &self.0 {
+            for len in 1..path.0.len() {
+                if matches!(path.0[len - 1], PathElement::Field(_)) {
+                    set.insert(FieldPath(path.0[..len].to_vec()));
+                }
+            }
+        }
+        set
+    }
+
+    /// The `fieldsV1` encoding: nested objects keyed `f:`, `k:`, `v:`, `i:`, with
+    /// `".": {}` marking a container that is itself a member.
+    pub fn to_fields_v1(&self) -> Value {
+        let mut root = Map::new();
+        for path in &self.0 {
+            let mut node = &mut root;
+            for element in &path.0 {
+                let entry = node
+                    .entry(encode_element(element))
+                    .or_insert_with(|| Value::Object(Map::new()));
+                node = entry
+                    .as_object_mut()
+                    .expect("fieldsV1 nodes are objects by construction");
+            }
+            // Mark membership; resolved below into `{}` or `".": {}`.
+            node.insert(MEMBER.into(), Value::Object(Map::new()));
+        }
+        Value::Object(tidy(root))
+    }
+
+    /// Decodes `fieldsV1`.
+    pub fn from_fields_v1(value: &Value) -> Result<FieldSet, String> {
+        let mut set = FieldSet::default();
+        let map = value.as_object().ok_or("fieldsV1 must be an object")?;
+        decode_node(&FieldPath::default(), map, &mut set)?;
+        Ok(set)
+    }
+}
+
+const MEMBER: &str = ".";
+
+/// A leaf member is `{}`; a container member keeps `".": {}` beside its children.
+fn tidy(node: Map<String, Value>) -> Map<String, Value> {
+    let has_children = node.keys().any(|k| k != MEMBER);
+    if !has_children {
+        return Map::new();
+    }
+    node.into_iter()
+        .map(|(k, v)| match v {
+            Value::Object(child) if k != MEMBER => (k, Value::Object(tidy(child))),
+            other => (k, other),
+        })
+        .collect()
+}
+
+fn encode_element(element: &PathElement) -> String {
+    match element {
+        PathElement::Field(name) => format!("f:{name}"),
+        PathElement::Key(json) => format!("k:{json}"),
+        PathElement::Value(json) => format!("v:{json}"),
+        PathElement::Index(i) => format!("i:{i}"),
+    }
+}
+
+fn decode_element(key: &str) -> Result<PathElement, String> {
+    let canonical = |json: &str| {
+        serde_json::from_str::<Value>(json)
+            .map(|v| v.to_string())
+            .map_err(|e| format!("invalid fieldsV1 key {key:?}: {e}"))
+    };
+    match key.split_at_checked(2) {
+        Some(("f:", name)) => Ok(PathElement::Field(name.to_owned())),
+        Some(("k:", json)) => Ok(PathElement::Key(canonical(json)?)),
+        Some(("v:", json)) => Ok(PathElement::Value(canonical(json)?)),
+        Some(("i:", index)) => index
+            .parse()
+            .map(PathElement::Index)
+            .map_err(|e| format!("invalid fieldsV1 key {key:?}: {e}")),
+        _ => Err(format!("invalid fieldsV1 key {key:?}")),
+    }
+}
+
+fn decode_node(
+    path: &FieldPath,
+    node: &Map<String, Value>,
+    set: &mut FieldSet,
+) -> Result<(), String> {
+    for (key, child) in node {
+        if key == MEMBER {
+            set.insert(path.clone());
+            continue;
+        }
+        let child_path = path.child(decode_element(key)?);
+        let child = child
+            .as_object()
+            .ok_or_else(|| format!("fieldsV1 entry {key:?} must be an object"))?;
+        if child.is_empty() {
+            set.insert(child_path);
+        } else {
+            decode_node(&child_path, child, set)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fields_v1_round_trips_in_kube_format() {
+        let encoded = json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:containers": {"k:{\"name\":\"nginx\"}": {".": {}, "f:image": {}, "f:name": {}}},
+            },
+            "f:metadata2": {"f:finalizers": {"v:\"a\"": {}}},
+        });
+        let set = FieldSet::from_fields_v1(&encoded).unwrap();
+        assert!(set.contains(&FieldPath::fields(&["metadata", "labels"])));
+        assert!(set.contains(&FieldPath::fields(&["spec", "replicas"])));
+        assert!(!set.contains(&FieldPath::fields(&["spec"])));
+        assert_eq!(set.to_fields_v1(), encoded);
+    }
+
+    #[test]
+    fn of_object_lists_leaves_and_list_map_items() {
+        let set = FieldSet::of_object(&json!({
+            "spec": {"replicas": 2, "args": ["a", "b"], "empty": {},
+                     "containers": [{"name": "web", "image": "nginx"}]},
+            "metadata": {"finalizers": ["x"]},
+        }));
+        let shown: Vec<String> = set.0.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                ".metadata.finalizers[=\"x\"]",
+                ".spec.args",
+                ".spec.containers[name=\"web\"]",
+                ".spec.containers[name=\"web\"].image",
+                ".spec.containers[name=\"web\"].name",
+                ".spec.empty",
+                ".spec.replicas",
+            ]
+        );
+    }
+
+    #[test]
+    fn covers_and_ancestors() {
+        let set = FieldSet::of_object(&json!({"spec": {"a": {"b": 1}}}));
+        assert!(set.covers(&FieldPath::fields(&["spec"])));
+        assert!(set.covers(&FieldPath::fields(&["spec", "a", "b"])));
+        assert!(!set.covers(&FieldPath::fields(&["status"])));
+        let ensured = set.with_field_ancestors();
+        assert!(ensured.contains(&FieldPath::fields(&["spec", "a"])));
+        assert!(ensured.contains(&FieldPath::fields(&["spec"])));
+    }
+
+    #[test]
+    fn rejects_malformed_fields_v1() {
+        assert!(FieldSet::from_fields_v1(&json!({"x:spec": {}})).is_err());
+        assert!(FieldSet::from_fields_v1(&json!({"f:spec": 1})).is_err());
+        assert!(FieldSet::from_fields_v1(&json!({"k:{bad": {}})).is_err());
+    }
+
+    #[test]
+    fn list_shapes() {
+        let p = FieldPath::fields(&["spec", "steps"]);
+        let named = [json!({"name": "a"}), json!({"name": "b"})];
+        assert_eq!(
+            ListShape::of(&p, &named),
+            ListShape::Map(vec!["name".into()])
+        );
+        let mixed = [json!({"name": "a"}), json!({"x": 1})];
+        assert_eq!(ListShape::of(&p, &mixed), ListShape::Atomic);
+        let owners = [json!({"uid": "u1", "name": "a"})];
+        let owner_path = FieldPath::fields(&["metadata", "ownerReferences"]);
+        assert_eq!(
+            ListShape::of(&owner_path, &owners),
+            ListShape::Map(vec!["uid".into()])
+        );
+    }
+}

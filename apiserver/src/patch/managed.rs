@@ -1,0 +1,174 @@
+//! `metadata.managedFields`: who owns which fields, read from and written back to
+//! an object.
+
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+
+use super::fields::{FieldPath, FieldSet};
+
+/// `operation` of an entry written by server-side apply.
+pub const APPLY: &str = "Apply";
+/// `operation` of an entry written by create, update and the non-apply patches.
+pub const UPDATE: &str = "Update";
+
+/// Who manages fields: kube's manager identifier. Appliers are identified without
+/// their apiVersion, updaters with it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Manager {
+    /// The field manager, e.g. `kubectl-client-side-apply`.
+    pub name: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// The API version the fields were written with.
+    pub api_version: String,
+    /// The subresource written, e.g. `status`; empty for the main resource.
+    pub subresource: String,
+}
+
+impl Manager {
+    /// Whether `self` and `other` are the same manager as kube identifies them.
+    pub fn same_as(&self, other: &Manager) -> bool {
+        self.name == other.name
+            && self.operation == other.operation
+            && self.subresource == other.subresource
+            && (self.operation == APPLY || self.api_version == other.api_version)
+    }
+}
+
+/// As kube names a manager in conflict messages: `"kubectl-edit" using v1`.
+impl fmt::Display for Manager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.name)?;
+        if !self.subresource.is_empty() {
+            write!(f, " with subresource {:?}", self.subresource)?;
+        }
+        if self.operation == UPDATE {
+            write!(f, " using {}", self.api_version)?;
+        }
+        Ok(())
+    }
+}
+
+/// One `managedFields` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManagedEntry {
+    /// Who.
+    pub manager: Manager,
+    /// When the manager last changed the object.
+    pub time: Option<String>,
+    /// What it owns.
+    pub fields: FieldSet,
+}
+
+/// The entries of `object`'s `metadata.managedFields`. Entries that are not
+/// `FieldsV1` or do not decode are dropped, as kube drops invalid managed fields.
+pub fn decode_managed_fields(object: &Value) -> Vec<ManagedEntry> {
+    let Some(entries) = object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let text = |key: &str| {
+                entry
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let fields = FieldSet::from_fields_v1(entry.get("fieldsV1")?).ok()?;
+            (text("fieldsType") == "FieldsV1" && !text("manager").is_empty()).then(|| {
+                ManagedEntry {
+                    manager: Manager {
+                        name: text("manager"),
+                        operation: text("operation"),
+                        api_version: text("apiVersion"),
+                        subresource: text("subresource"),
+                    },
+                    time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
+                    fields,
+                }
+            })
+        })
+        .collect()
+}
+
+/// Writes `entries` into `object`'s `metadata.managedFields` in kube's order
+/// (operation, time, manager, apiVersion, subresource); removes it when empty.
+pub fn encode_managed_fields(object: &mut Value, mut entries: Vec<ManagedEntry>) {
+    entries.retain(|e| !e.fields.is_empty());
+    entries.sort_by(|a, b| {
+        (
+            &a.manager.operation,
+            &a.time,
+            &a.manager.name,
+            &a.manager.api_version,
+            &a.manager.subresource,
+        )
+            .cmp(&(
+                &b.manager.operation,
+                &b.time,
+                &b.manager.name,
+                &b.manager.api_version,
+                &b.manager.subresource,
+            ))
+    });
+    let Some(object) = object.as_object_mut() else {
+        return;
+    };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    if entries.is_empty() {
+        metadata.remove("managedFields");
+        return;
+    }
+    let encoded = entries
+        .iter()
+        .map(|e| {
+            let mut entry = json!({
+                "manager": e.manager.name,
+                "operation": e.manager.operation,
+                "apiVersion": e.manager.api_version,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": e.fields.to_fields_v1(),
+            });
+            if let Some(time) = &e.time {
+                entry["time"] = json!(time);
+            }
+            if !e.manager.subresource.is_empty() {
+                entry["subresource"] = json!(e.manager.subresource);
+            }
+            entry
+        })
+        .collect();
+    metadata.insert("managedFields".into(), Value::Array(encoded));
+}
+
+/// Fields the server sets and no manager owns (kube's `stripMeta` set).
+pub fn strip_server_fields(set: &FieldSet) -> FieldSet {
+    let mut set = set.without_subtree(&FieldPath::fields(&["metadata", "managedFields"]));
+    for path in [
+        &["apiVersion"][..],
+        &["kind"],
+        &["metadata"],
+        &["metadata", "name"],
+        &["metadata", "namespace"],
+        &["metadata", "creationTimestamp"],
+        &["metadata", "selfLink"],
+        &["metadata", "uid"],
+        &["metadata", "clusterName"],
+        &["metadata", "generation"],
+        &["metadata", "resourceVersion"],
+    ] {
+        set.0.remove(&FieldPath::fields(path));
+    }
+    set
+}
