@@ -11,5 +11,6 @@
 pub mod auth;
 pub mod registry;
 pub mod request;
+pub mod schema;
 pub mod status;
 pub mod storage;
