@@ -12,5 +12,6 @@ pub mod auth;
 pub mod registry;
 pub mod request;
 pub mod schema;
+pub mod selectors;
 pub mod status;
 pub mod storage;
