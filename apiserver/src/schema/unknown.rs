@@ -1,0 +1,166 @@
+//! Fields a structural schema does not know: found for strict field validation,
+//! dropped (pruned) otherwise, as kube-apiserver does.
+
+use serde_json::{Map, Value};
+
+use super::{OBJECT_META_FIELDS, child, flag, sub_schemas};
+
+/// Dotted paths (`spec.foo`, `spec.inputs[0].bar`, `metadata.foo`) of every field
+/// of `object` that `schema` does not declare, in the order of the object's keys.
+///
+/// A field is known when a `properties` entry (including one inside
+/// `allOf`/`anyOf`/`oneOf`) names it, or the object allows it through
+/// `additionalProperties` (a schema or `true`) or
+/// `x-kubernetes-preserve-unknown-fields` (which keeps the whole subtree). At the
+/// root, `apiVersion` and `kind` are always known, and so is every `ObjectMeta`
+/// field of `metadata`; the same holds under `x-kubernetes-embedded-resource`.
+///
+/// ```no_run
+/// use serde_json::json;
+/// let schema = json!({"type": "object", "properties": {"spec": {"type": "object"}}});
+/// let object = json!({"metadata": {"name": "a", "foo": 1}, "spec": {"bar": 2}});
+/// let unknown = outpost_apiserver::schema::unknown_fields(&schema, &object);
+/// assert_eq!(unknown, ["metadata.foo", "spec.bar"]);
+/// ```
+pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
+    // One traversal serves both this and `prune`: it prunes a copy and records.
+    let mut copy = object.clone();
+    let mut unknown = Vec::new();
+    prune_resource(schema, &mut copy, "", &mut unknown);
+    unknown
+}
+
+/// Drops every field [`unknown_fields`] reports, as kube-apiserver does before
+/// storing an object with `fieldValidation=Ignore` or `Warn`.
+///
+/// ```no_run
+/// use serde_json::json;
+/// let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+///     "properties": {"a": {"type": "string"}}}}});
+/// let mut object = json!({"kind": "X", "spec": {"a": "x", "b": 1}});
+/// outpost_apiserver::schema::prune(&schema, &mut object);
+/// assert_eq!(object, json!({"kind": "X", "spec": {"a": "x"}}));
+/// ```
+pub fn prune(schema: &Value, object: &mut Value) {
+    let mut unknown = Vec::new();
+    prune_resource(schema, object, "", &mut unknown);
+}
+
+/// kube-apiserver's error for `fieldValidation=Strict`:
+/// `strict decoding error: unknown field "spec.foo", unknown field "spec.bar"`.
+/// Empty when there are no unknown fields.
+pub fn strict_decoding_message(paths: &[String]) -> String {
+    if paths.is_empty() {
+        return String::new();
+    }
+    let fields: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            format!(
+                "unknown field {}",
+                serde_json::to_string(p).unwrap_or_default()
+            )
+        })
+        .collect();
+    format!("strict decoding error: {}", fields.join(", "))
+}
+
+/// A resource root (the object itself or an embedded resource): `apiVersion`
+/// and `kind` are always known, `metadata` may hold what `ObjectMeta` holds.
+fn prune_resource(schema: &Value, value: &mut Value, path: &str, unknown: &mut Vec<String>) {
+    let Some(fields) = value.as_object_mut() else {
+        return prune_value(Some(schema), value, path, unknown);
+    };
+    let mut found = Vec::new();
+    let metadata = fields.remove("metadata");
+    let type_meta: Vec<(String, Value)> = ["apiVersion", "kind"]
+        .into_iter()
+        .filter_map(|k| fields.remove(k).map(|v| (k.to_owned(), v)))
+        .collect();
+    prune_fields(Some(schema), fields, path, &mut found);
+    fields.extend(type_meta);
+    if let Some(mut metadata) = metadata {
+        if let Some(meta) = metadata.as_object_mut() {
+            prune_metadata(meta, &child(path, "metadata"), &mut found);
+        }
+        fields.insert("metadata".to_owned(), metadata);
+    }
+    // In the order of the object's keys, `metadata` included.
+    found.sort();
+    unknown.extend(found);
+}
+
+fn prune_metadata(meta: &mut Map<String, Value>, path: &str, unknown: &mut Vec<String>) {
+    meta.retain(|k, _| {
+        let known = OBJECT_META_FIELDS.contains(&k.as_str());
+        if !known {
+            unknown.push(child(path, k));
+        }
+        known
+    });
+}
+
+/// Prunes `value` at `path`; `None` is no schema at all (every object key is
+/// unknown).
+fn prune_value(schema: Option<&Value>, value: &mut Value, path: &str, unknown: &mut Vec<String>) {
+    if let Some(schema) = schema
+        && flag(schema, "x-kubernetes-embedded-resource")
+        && value.is_object()
+    {
+        return prune_resource(schema, value, path, unknown);
+    }
+    match value {
+        Value::Object(fields) => prune_fields(schema, fields, path, unknown),
+        Value::Array(items) => {
+            let items_schema = schema.and_then(|s| s.get("items"));
+            for (i, item) in items.iter_mut().enumerate() {
+                prune_value(items_schema, item, &format!("{path}[{i}]"), unknown);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn prune_fields(
+    schema: Option<&Value>,
+    fields: &mut Map<String, Value>,
+    path: &str,
+    unknown: &mut Vec<String>,
+) {
+    let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+    let additional = schema.and_then(|s| s.get("additionalProperties"));
+    let keep_all = preserve || additional.and_then(Value::as_bool) == Some(true);
+    let additional = additional.filter(|a| a.is_object());
+    let mut unknown_here = Vec::new();
+    for (name, field) in fields.iter_mut() {
+        let field_path = child(path, name);
+        if let Some(property) = schema.and_then(|s| property(s, name)) {
+            prune_value(Some(property), field, &field_path, unknown);
+        } else if let Some(additional) = additional {
+            prune_value(Some(additional), field, &field_path, unknown);
+        } else if !keep_all {
+            unknown_here.push(name.clone());
+            unknown.push(field_path);
+        }
+    }
+    for name in unknown_here {
+        fields.remove(&name);
+    }
+}
+
+/// The schema `properties` gives `name`, looking into `allOf`/`anyOf`/`oneOf`
+/// too: kube-derive makes these structural, but a hand-written schema may not
+/// repeat its branches' properties, and a field is not unknown for that.
+fn property<'a>(schema: &'a Value, name: &str) -> Option<&'a Value> {
+    if let Some(p) = schema.get("properties").and_then(|p| p.get(name)) {
+        return Some(p);
+    }
+    ["allOf", "anyOf", "oneOf"]
+        .into_iter()
+        .flat_map(|k| sub_schemas(schema, k))
+        .find_map(|sub| property(sub, name))
+}
+
+#[cfg(test)]
+#[path = "unknown_tests.rs"]
+mod tests;

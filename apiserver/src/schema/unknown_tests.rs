@@ -1,0 +1,138 @@
+use serde_json::{Value, json};
+
+use super::{prune, strict_decoding_message, unknown_fields};
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "inputs": {"type": "array", "items": {
+                    "type": "object", "properties": {"name": {"type": "string"}}
+                }},
+                "variables": {"type": "object", "additionalProperties": {
+                    "type": "object", "properties": {"value": {"type": "string"}}
+                }},
+                "labels": {"type": "object", "additionalProperties": true},
+                "document": {"x-kubernetes-preserve-unknown-fields": true},
+                "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                         "properties": {"known": {"type": "object", "properties": {}}}},
+                "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                             "properties": {"spec": {"type": "object"}}},
+                "choice": {"type": "object", "oneOf": [
+                    {"properties": {"a": {"type": "string"}}},
+                    {"properties": {"b": {"type": "string"}}}
+                ]},
+                "empty": {}
+            }},
+            "status": {"type": "object", "properties": {"phase": {"type": "string"}}}
+        }
+    })
+}
+
+#[test]
+fn a_known_object_has_no_unknown_fields_and_survives_pruning() {
+    let object = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "App",
+        "metadata": {"name": "a", "namespace": "n", "labels": {"x": "y"}, "annotations": {},
+                     "finalizers": ["f"], "ownerReferences": [{"any": 1}], "uid": "u",
+                     "resourceVersion": "1", "generation": 1, "creationTimestamp": null,
+                     "managedFields": [], "generateName": "a-", "selfLink": "",
+                     "deletionTimestamp": null, "deletionGracePeriodSeconds": 0},
+        "spec": {"name": "x", "inputs": [{"name": "i"}], "variables": {"k": {"value": "v"}},
+                 "labels": {"free": {"form": 1}}, "document": {"Version": [1, {"a": 2}]},
+                 "open": {"anything": 1}, "choice": {"a": "x", "b": "y"},
+                 "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                              "spec": {}}},
+        "status": {"phase": "Ready"}
+    });
+    assert_eq!(unknown_fields(&schema(), &object), Vec::<String>::new());
+    let mut pruned = object.clone();
+    prune(&schema(), &mut pruned);
+    assert_eq!(pruned, object);
+}
+
+#[test]
+fn unknown_fields_are_found_at_every_depth() {
+    let object = json!({
+        "kind": "App", "extra": true,
+        "metadata": {"name": "a", "bogus": 1},
+        "spec": {"foo": 1, "inputs": [{"name": "a"}, {"name": "b", "bar": 2}],
+                 "variables": {"domain": {"value": "v", "secret": true}},
+                 "open": {"known": {"nested": 1}},
+                 "template": {"metadata": {"name": "p", "zzz": 1}, "other": 1},
+                 "empty": {"gone": 1}},
+        "status": {"phase": "x", "reason": "y"}
+    });
+    assert_eq!(
+        unknown_fields(&schema(), &object),
+        [
+            "extra",
+            "metadata.bogus",
+            "spec.empty.gone",
+            "spec.foo",
+            "spec.inputs[1].bar",
+            "spec.open.known.nested",
+            "spec.template.metadata.zzz",
+            "spec.template.other",
+            "spec.variables.domain.secret",
+            "status.reason",
+        ]
+    );
+}
+
+#[test]
+fn prune_drops_exactly_the_unknown_fields() {
+    let mut object = json!({
+        "apiVersion": "v", "kind": "App",
+        "metadata": {"name": "a", "bogus": 1},
+        "spec": {"name": "n", "foo": 1, "inputs": [{"name": "b", "bar": 2}],
+                 "document": {"keep": {"all": 1}}},
+        "status": {"reason": "y"}
+    });
+    prune(&schema(), &mut object);
+    assert_eq!(
+        object,
+        json!({
+            "apiVersion": "v", "kind": "App",
+            "metadata": {"name": "a"},
+            "spec": {"name": "n", "inputs": [{"name": "b"}], "document": {"keep": {"all": 1}}},
+            "status": {}
+        })
+    );
+    assert_eq!(unknown_fields(&schema(), &object), Vec::<String>::new());
+}
+
+#[test]
+fn an_array_without_items_schema_keeps_scalars_and_drops_object_fields() {
+    let schema = json!({"type": "object", "properties": {"list": {"type": "array"}}});
+    let mut object = json!({"list": [1, "a", {"x": 1}]});
+    assert_eq!(unknown_fields(&schema, &object), ["list[2].x"]);
+    prune(&schema, &mut object);
+    assert_eq!(object, json!({"list": [1, "a", {}]}));
+}
+
+#[test]
+fn strict_message_matches_kube_apiserver() {
+    assert_eq!(
+        strict_decoding_message(&["spec.foo".into(), "spec.bar".into()]),
+        r#"strict decoding error: unknown field "spec.foo", unknown field "spec.bar""#
+    );
+    assert_eq!(strict_decoding_message(&[]), "");
+}
+
+#[test]
+fn real_outpost_schemas_know_their_own_fields() {
+    let registry = crate::registry::Registry::outpost();
+    let app = registry
+        .get("outpost.dev", "v1alpha1", "apps")
+        .expect("Outpost serves apps");
+    let schema = app.schema.as_ref().expect("apps have a schema");
+    let object = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "App", "metadata": {"name": "a"},
+        "spec": {"inputs": [{"name": "d", "type": "json", "default": {"x": [1]}, "typo": 1}],
+                 "sandbox": {"source": "s", "type": "cloudformation", "variables": {"a": "b"}}}
+    });
+    assert_eq!(unknown_fields(schema, &object), ["spec.inputs[0].typo"]);
+}

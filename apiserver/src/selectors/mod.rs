@@ -1,0 +1,53 @@
+//! Kubernetes label and field selectors (`?labelSelector=`, `?fieldSelector=`),
+//! parsed and matched the way kube-apiserver does, with its error messages.
+//!
+//! * [`LabelSelector`]: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`,
+//!   `!a`, `a>1`, `a<1`, comma-separated (all must hold);
+//! * [`FieldSelector`]: `f=v`, `f==v`, `f!=v`, comma-separated, with `\,`, `\=`
+//!   and `\\` escapes in values;
+//! * [`labels_of`]: an object's labels, what a [`LabelSelector`] matches against.
+
+mod field;
+mod label;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+pub use field::{FieldSelector, FieldTerm, selectable_fields};
+pub use label::{LabelSelector, Operator, Requirement};
+
+/// The labels of an object (`metadata.labels`); values that are not strings are
+/// ignored, a missing or malformed map is empty.
+///
+/// ```no_run
+/// let pod = serde_json::json!({"metadata": {"labels": {"app": "web"}}});
+/// assert_eq!(outpost_apiserver::selectors::labels_of(&pod)["app"], "web");
+/// ```
+pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::labels_of;
+
+    #[test]
+    fn labels_of_reads_string_labels_only() {
+        let object = json!({"metadata": {"labels": {"app": "web", "n": 1, "tier": "db"}}});
+        let labels = labels_of(&object);
+        assert_eq!(labels.len(), 2);
+        assert_eq!(labels["app"], "web");
+        assert_eq!(labels["tier"], "db");
+        assert!(labels_of(&json!({"metadata": {"labels": "x"}})).is_empty());
+        assert!(labels_of(&json!({})).is_empty());
+    }
+}
