@@ -4,9 +4,11 @@
 
 mod cluster;
 mod kubectl;
+mod raw;
 
 pub use cluster::{Backend, ControlPlane, outpost_binary};
 pub use kubectl::{Kubectl, Run};
+pub use raw::Reply;
 
 /// Declares each listed `async fn NAME(backend: Backend)` as two tests,
 /// `embedded::NAME` and `etcd::NAME`.

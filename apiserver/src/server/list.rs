@@ -142,7 +142,7 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
         list_meta["continue"] = json!(next);
     }
     if table::wants_table(call.accept()) {
-        let include = table::IncludeObject::from_param(call.param("includeObject"));
+        let include = table::IncludeObject::from_query(call.param("includeObject"))?;
         let table = table::table(rt, &items, list_meta, include, jiff::Timestamp::now());
         return Ok(json(StatusCode::OK, &table));
     }

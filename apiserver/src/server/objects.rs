@@ -55,7 +55,7 @@ impl Call {
     /// One object in the response format the client asked for.
     pub fn respond(&self, code: StatusCode, object: &Value) -> Response {
         if table::wants_table(self.accept()) {
-            let include = table::IncludeObject::from_param(self.param("includeObject"));
+            let include = table::IncludeObject::from_query(self.param("includeObject")).unwrap_or_default();
             let meta = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))});
             let table = table::table(&self.rt, std::slice::from_ref(object), meta, include, jiff::Timestamp::now());
             return json(code, &table);

@@ -34,7 +34,9 @@ struct View {
     rt: Arc<crate::registry::ResourceType>,
     namespace: Option<String>,
     filter: Filter,
-    table: bool,
+    /// `Some` when the client asked for Table rows; column headers go with the first.
+    table: Option<table::IncludeObject>,
+    headers_sent: std::cell::Cell<bool>,
 }
 
 impl View {
@@ -45,8 +47,9 @@ impl View {
     }
 
     fn line(&self, event_type: EventType, object: &Value) -> Bytes {
-        if self.table {
-            let row = table::table_row_for_watch(&self.rt, object, jiff::Timestamp::now());
+        if let Some(include) = self.table {
+            let with_headers = !self.headers_sent.replace(true);
+            let row = table::table_row_for_watch(&self.rt, object, include, with_headers, jiff::Timestamp::now());
             encode_line(event_type.as_str(), &row)
         } else {
             encode_line(event_type.as_str(), object)
@@ -65,7 +68,7 @@ impl View {
             (_, true, false) => EventType::Deleted,
             (_, false, false) => return None,
         };
-        if self.table || self.namespace.is_some() && !self.filter.is_empty() || event_type != event.event_type() {
+        if self.table.is_some() || event_type != event.event_type() {
             return Some(self.line(event_type, &event.object));
         }
         Some(event.encoded(event_type))
@@ -92,7 +95,12 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
         rt: call.rt.clone(),
         namespace: call.namespace().map(str::to_owned),
         filter: Filter::from_call(&call)?,
-        table: table::wants_table(call.accept()),
+        table: if table::wants_table(call.accept()) {
+            Some(table::IncludeObject::from_query(call.param("includeObject"))?)
+        } else {
+            None
+        },
+        headers_sent: std::cell::Cell::new(false),
     };
     let timeout = call
         .param("timeoutSeconds")

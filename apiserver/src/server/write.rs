@@ -15,7 +15,10 @@ use crate::object_meta::{
     WriteScope, finalizers, from_store, is_deleting, prepare_create, prepare_update,
     sent_resource_version, set_resource_version, to_store,
 };
-use crate::patch::{PatchType, apply_patch, record_update, server_side_apply};
+use crate::patch::{
+    PatchType, apply_patch, parse_apply_body, record_update, server_side_apply,
+    validate_patch_options,
+};
 use crate::schema;
 use crate::status::{ApiError, Subject};
 use crate::storage::{KeyValue, StoreError};
@@ -184,11 +187,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
     let kind = PatchType::from_content_type(&content_type(&call.headers))?;
     let bytes = read(body, call.state.config.max_body_bytes).await?;
     let force = call.flag("force");
-    if kind == PatchType::Apply && call.param("fieldManager").is_none() {
-        return Err(ApiError::BadRequest(
-            "PATCH with an apply patch requires the fieldManager query parameter".into(),
-        ));
-    }
+    validate_patch_options(kind, call.param("fieldManager"), call.params.get("force").map(|_| force))?;
     let manager = call.field_manager();
     for _ in 0..RETRIES {
         let current = call
@@ -201,7 +200,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             if kind != PatchType::Apply {
                 return Err(ApiError::NotFound(call.subject()));
             }
-            let mut applied = decode_apply(&bytes)?;
+            let mut applied = parse_apply_body(&bytes)?;
             let warnings = field_validation(call, &mut applied)?;
             let object = server_side_apply(None, &applied, &manager, force, &crate::object_meta::now())
                 .map_err(|c| c.into_api_error(call.subject()))?;
@@ -212,7 +211,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
         };
         let old = from_store(&kv)?;
         let (mut new, warnings) = if kind == PatchType::Apply {
-            let mut applied = decode_apply(&bytes)?;
+            let mut applied = parse_apply_body(&bytes)?;
             let warnings = field_validation(call, &mut applied)?;
             let new = server_side_apply(Some(&old), &applied, &manager, force, &crate::object_meta::now())
                 .map_err(|c| c.into_api_error(call.subject()))?;
@@ -237,16 +236,4 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
         }
     }
     Err(conflict(call))
-}
-
-/// An apply body: YAML (JSON is YAML too).
-fn decode_apply(bytes: &[u8]) -> Result<Value, ApiError> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| ApiError::BadRequest("the apply patch is not UTF-8".into()))?;
-    let value: Value = serde_saphyr::from_str(text)
-        .map_err(|e| ApiError::BadRequest(format!("the apply patch is not valid YAML: {e}")))?;
-    if !value.is_object() {
-        return Err(ApiError::BadRequest("the apply patch must be an object".into()));
-    }
-    Ok(value)
 }

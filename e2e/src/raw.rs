@@ -1,0 +1,106 @@
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+
+use crate::ControlPlane;
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status code.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: String,
+    /// The body as JSON (`Null` if it is not JSON).
+    pub json: Value,
+    /// The body as text.
+    pub text: String,
+}
+
+impl ControlPlane {
+    async fn raw_client(&self, token: Option<&str>) -> kube_client::Client {
+        match token {
+            Some(token) => self.client_as(token).await,
+            None => {
+                let mut config = kube_client::Config::new(self.url.parse().expect("URL"));
+                let pem = std::fs::read(&self.tls.ca).expect("CA");
+                let der = pem_to_der(&pem);
+                config.root_cert = Some(vec![der]);
+                kube_client::Client::try_from(config).expect("client")
+            }
+        }
+    }
+
+    /// Sends one request as `token`'s user (or with no credentials).
+    pub async fn raw(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Vec<u8>>,
+    ) -> Reply {
+        let client = self.raw_client(token).await;
+        let mut request = http::Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(kube_client::client::Body::from(body.into())).expect("request");
+        let response = client.send(request).await.expect("the server answers");
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Reply {
+            status,
+            content_type,
+            json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            text,
+        }
+    }
+
+    /// Opens a watch (or any streaming GET) as the admin and yields one JSON value per line.
+    pub async fn stream_lines(&self, path: &str, headers: &[(&str, &str)]) -> (u16, impl Stream<Item = Value> + Unpin + use<>) {
+        let client = self.client().await;
+        let mut request = http::Request::builder().method("GET").uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(kube_client::client::Body::empty()).expect("request");
+        let response = client.send(request).await.expect("the server answers");
+        let status = response.status().as_u16();
+        let data = response.into_body().into_data_stream();
+        let lines = futures::stream::unfold((data, Vec::<u8>::new()), |(mut data, mut buffer)| async move {
+            loop {
+                if let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buffer.drain(..=end).collect();
+                    let value = serde_json::from_slice(&line).expect("one JSON object per line");
+                    return Some((value, (data, buffer)));
+                }
+                match data.next().await {
+                    Some(Ok(chunk)) => buffer.extend_from_slice(&Bytes::from(chunk)),
+                    _ => return None,
+                }
+            }
+        });
+        (status, Box::pin(lines))
+    }
+}
+
+fn pem_to_der(pem: &[u8]) -> Vec<u8> {
+    use base64::Engine as _;
+    let text = String::from_utf8_lossy(pem);
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .expect("PEM body is base64")
+}
