@@ -9,6 +9,7 @@
 //! * [`storage`]: the store trait and its etcd and embedded backends.
 
 pub mod auth;
+pub mod openapi;
 pub mod registry;
 pub mod request;
 pub mod schema;
