@@ -121,6 +121,8 @@ fn errors_read_like_kube_apiserver() {
     assert!(error("a/b/c").starts_with(
         "unable to parse requirement: <nil>: Invalid value: \"a/b/c\": a qualified name must consist of"
     ));
+    assert!(error("Outpost.dev/a=b").contains("prefix part a lowercase RFC 1123 subdomain"));
+    assert!(selects("outpost.dev/a=b", &[("outpost.dev/a", "b")]));
     assert!(error("-a=b").contains("name part must consist of alphanumeric characters"));
     assert!(
         error(&format!("{}=b", "k".repeat(64)))
