@@ -7,18 +7,29 @@ use serde_json::Value;
 
 use crate::status::ApiError;
 
+/// How much of an oversized body is read and thrown away before answering 413, so the
+/// client, still writing, gets the answer instead of a broken connection.
+const DRAIN_LIMIT: usize = 64 * 1024 * 1024;
+
 /// Reads the whole body, refusing more than `limit` bytes with 413.
 pub async fn read(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let too_large = std::error::Error::source(&e)
-            .is_some_and(|s| s.to_string().contains("length limit exceeded"))
-            || e.to_string().contains("length limit exceeded");
-        if too_large {
-            ApiError::TooLarge(limit)
-        } else {
-            ApiError::BadRequest(format!("cannot read the request body: {e}"))
+    use futures::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut buffer = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("cannot read the request body: {e}")))?;
+        seen += chunk.len();
+        if seen <= limit {
+            buffer.extend_from_slice(&chunk);
+        } else if seen > DRAIN_LIMIT {
+            break;
         }
-    })
+    }
+    if seen > limit {
+        return Err(ApiError::TooLarge(limit));
+    }
+    Ok(buffer.freeze())
 }
 
 /// The request's content type, without parameters.

@@ -80,16 +80,13 @@ pub fn answer(state: &ServerState, path: &str, accept: &str) -> Result<Response,
             Ok(json(StatusCode::OK, &resource_list(registry, group, version)))
         }
         ["openapi", "v3"] => Ok(json(StatusCode::OK, &crate::openapi::discovery_index(registry))),
-        ["openapi", "v3", "api", "v1"] => openapi(registry, "", "v1"),
-        ["openapi", "v3", "apis", group, version] => openapi(registry, group, version),
+        ["openapi", "v3", rest @ ..] => {
+            let document =
+                crate::openapi::document(registry, &rest.join("/")).ok_or(ApiError::NoRoute)?;
+            Ok(json(StatusCode::OK, &document))
+        }
         _ => Err(ApiError::NoRoute),
     }
-}
-
-fn openapi(registry: &Registry, group: &str, version: &str) -> Result<Response, ApiError> {
-    let document =
-        crate::openapi::group_version_document(registry, group, version).ok_or(ApiError::NoRoute)?;
-    Ok(json(StatusCode::OK, &document))
 }
 
 fn api_group(group: &str, versions: &[String]) -> Value {

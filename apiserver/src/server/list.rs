@@ -45,11 +45,6 @@ impl Filter {
         Ok(Filter { labels, fields })
     }
 
-    /// Whether the filter lets everything through.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_none() && self.fields.is_none()
-    }
-
     /// Whether `object` passes.
     pub fn matches(&self, object: &Value) -> bool {
         self.labels.as_ref().is_none_or(|l| l.matches(&labels_of(object)))

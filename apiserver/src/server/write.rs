@@ -185,6 +185,10 @@ async fn commit_update(call: &Call, kv: &KeyValue, old: &Value, mut new: Value) 
 
 pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
     let kind = PatchType::from_content_type(&content_type(&call.headers))?;
+    if kind == PatchType::StrategicMerge {
+        // Answered before looking the object up, as kube-apiserver does for custom resources.
+        return Err(apply_patch(kind, &Value::Null, b"{}").expect_err("strategic merge is refused"));
+    }
     let bytes = read(body, call.state.config.max_body_bytes).await?;
     let force = call.flag("force");
     validate_patch_options(kind, call.param("fieldManager"), call.params.get("force").map(|_| force))?;
