@@ -12,7 +12,9 @@ use crate::storage::KeyValue;
 
 /// Now, as Kubernetes writes timestamps (RFC 3339, seconds).
 pub fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// The object's `metadata.name`, if any.
@@ -47,7 +49,10 @@ pub fn to_store(object: &Value) -> bytes::Bytes {
 
 /// The `resourceVersion` a client sent, if any, as a revision.
 pub fn sent_resource_version(object: &Value, subject: &Subject) -> Result<Option<i64>, ApiError> {
-    match object.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+    match object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    {
         None | Some("") => Ok(None),
         Some(rv) => rv.parse().map(Some).map_err(|_| ApiError::Invalid {
             subject: subject.clone(),
@@ -79,13 +84,21 @@ pub fn prepare_create(
 ) -> Result<String, ApiError> {
     check_type(rt, object)?;
     let meta = meta_mut(object);
-    if meta.get("name").and_then(Value::as_str).unwrap_or("").is_empty()
+    if meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
         && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
     {
         let name = format!("{prefix}{}", random_suffix());
         meta.insert("name".into(), json!(name));
     }
-    let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+    let name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let subject = Subject::of(rt, &name);
     if name.is_empty() {
         return Err(ApiError::Invalid {
@@ -110,7 +123,12 @@ pub fn prepare_create(
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(now()));
     meta.insert("generation".into(), json!(1));
-    for server_only in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+    for server_only in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
         meta.remove(server_only);
     }
     if rt.status_subresource
@@ -149,7 +167,9 @@ fn set_namespace(
 
 fn check_type(rt: &ResourceType, object: &mut Value) -> Result<(), ApiError> {
     let Some(fields) = object.as_object_mut() else {
-        return Err(ApiError::BadRequest("the object must be a JSON object".into()));
+        return Err(ApiError::BadRequest(
+            "the object must be a JSON object".into(),
+        ));
     };
     let api_version = rt.api_version();
     match fields.get("apiVersion").and_then(Value::as_str) {
@@ -236,14 +256,24 @@ pub fn prepare_update(
     let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
     let meta = meta_mut(new);
     meta.insert("name".into(), json!(name));
-    for kept in ["uid", "creationTimestamp", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+    for kept in [
+        "uid",
+        "creationTimestamp",
+        "namespace",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
         match old_meta.get(kept) {
             Some(v) => meta.insert(kept.into(), v.clone()),
             None => meta.remove(kept),
         };
     }
     if spec_changed(old, new) {
-        let generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
+        let generation = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
         meta_mut(new).insert("generation".into(), json!(generation + 1));
     }
     Ok(())
@@ -266,19 +296,27 @@ pub fn finalizers(object: &Value) -> Vec<String> {
     object
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|f| f.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Whether the object is being deleted (has a `deletionTimestamp`).
 pub fn is_deleting(object: &Value) -> bool {
-    object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+    object
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
 }
 
 /// Marks the object as being deleted.
 pub fn mark_deleting(object: &mut Value) {
     let meta = meta_mut(object);
-    meta.entry("deletionTimestamp").or_insert_with(|| json!(now()));
+    meta.entry("deletionTimestamp")
+        .or_insert_with(|| json!(now()));
     meta.insert("deletionGracePeriodSeconds".into(), json!(0));
 }
 
@@ -287,7 +325,8 @@ mod tests {
     use super::*;
 
     fn rt() -> ResourceType {
-        let mut rt = ResourceType::schemaless("outpost.dev", "v1alpha1", "Install", "installs", true);
+        let mut rt =
+            ResourceType::schemaless("outpost.dev", "v1alpha1", "Install", "installs", true);
         rt.status_subresource = true;
         rt
     }
@@ -308,16 +347,26 @@ mod tests {
     #[test]
     fn create_rejects_bad_names_and_wrong_namespace_or_kind() {
         let mut bad = json!({"metadata": {"name": "Bad_Name"}});
-        assert!(matches!(prepare_create(&rt(), &mut bad, Some("ns")), Err(ApiError::Invalid { .. })));
+        assert!(matches!(
+            prepare_create(&rt(), &mut bad, Some("ns")),
+            Err(ApiError::Invalid { .. })
+        ));
         let mut other_ns = json!({"metadata": {"name": "a", "namespace": "x"}});
-        assert!(matches!(prepare_create(&rt(), &mut other_ns, Some("ns")), Err(ApiError::BadRequest(_))));
+        assert!(matches!(
+            prepare_create(&rt(), &mut other_ns, Some("ns")),
+            Err(ApiError::BadRequest(_))
+        ));
         let mut other_kind = json!({"kind": "Plan", "metadata": {"name": "a"}});
-        assert!(matches!(prepare_create(&rt(), &mut other_kind, Some("ns")), Err(ApiError::BadRequest(_))));
+        assert!(matches!(
+            prepare_create(&rt(), &mut other_kind, Some("ns")),
+            Err(ApiError::BadRequest(_))
+        ));
     }
 
     #[test]
     fn generation_bumps_on_spec_change_only_and_status_is_kept() {
-        let mut old = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"phase": "Active"}});
+        let mut old =
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"phase": "Active"}});
         prepare_create(&rt(), &mut old, Some("ns")).unwrap();
         old["status"] = json!({"phase": "Active"});
         let mut relabel = old.clone();
@@ -325,7 +374,10 @@ mod tests {
         relabel["status"] = json!({"phase": "Hacked"});
         prepare_update(&rt(), &old, &mut relabel, WriteScope::Main).unwrap();
         assert_eq!(relabel["metadata"]["generation"], 1);
-        assert_eq!(relabel["status"]["phase"], "Active", "status changes only through /status");
+        assert_eq!(
+            relabel["status"]["phase"], "Active",
+            "status changes only through /status"
+        );
         let mut respec = old.clone();
         respec["spec"]["x"] = json!(2);
         prepare_update(&rt(), &old, &mut respec, WriteScope::Main).unwrap();
@@ -334,6 +386,12 @@ mod tests {
         status["spec"]["x"] = json!(3);
         status["status"] = json!({"phase": "Failed"});
         prepare_update(&rt(), &old, &mut status, WriteScope::Status).unwrap();
-        assert_eq!((status["spec"]["x"].clone(), status["status"]["phase"].clone()), (json!(1), json!("Failed")));
+        assert_eq!(
+            (
+                status["spec"]["x"].clone(),
+                status["status"]["phase"].clone()
+            ),
+            (json!(1), json!("Failed"))
+        );
     }
 }

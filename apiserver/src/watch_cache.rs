@@ -116,6 +116,9 @@ struct Window {
     live: broadcast::Sender<Arc<CachedEvent>>,
 }
 
+/// The window's events after a revision, and a receiver of every later one.
+pub type Subscription = (Vec<Arc<CachedEvent>>, broadcast::Receiver<Arc<CachedEvent>>);
+
 /// Why a watch cannot start.
 #[derive(Debug)]
 pub struct TooOld {
@@ -165,10 +168,7 @@ impl WatchCache {
 
     /// The events after `revision` still in the window, and a receiver of every later
     /// one, with no gap between them.
-    pub fn watch_from(
-        &self,
-        revision: Revision,
-    ) -> Result<(Vec<Arc<CachedEvent>>, broadcast::Receiver<Arc<CachedEvent>>), TooOld> {
+    pub fn watch_from(&self, revision: Revision) -> Result<Subscription, TooOld> {
         let window = self.window.read().expect("watch cache lock");
         if revision < window.oldest {
             return Err(TooOld {
@@ -180,7 +180,11 @@ impl WatchCache {
         Ok((backlog, window.live.subscribe()))
     }
 
-    async fn follow(self: Arc<Self>, store: Arc<dyn Store>, mut stream: crate::storage::WatchStream) {
+    async fn follow(
+        self: Arc<Self>,
+        store: Arc<dyn Store>,
+        mut stream: crate::storage::WatchStream,
+    ) {
         let prefix = self.rt.key_prefix(None);
         loop {
             while let Some(next) = stream.next().await {

@@ -19,7 +19,11 @@ pub fn read_dir(dir: &Path) -> anyhow::Result<Vec<(PathBuf, Value)>> {
             .with_context(|| format!("cannot read {}", file.display()))?;
         let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
             .with_context(|| format!("{} is not valid YAML", file.display()))?;
-        documents.extend(docs.into_iter().filter(|d| !d.is_null()).map(|d| (file.clone(), d)));
+        documents.extend(
+            docs.into_iter()
+                .filter(|d| !d.is_null())
+                .map(|d| (file.clone(), d)),
+        );
     }
     Ok(documents)
 }
@@ -58,13 +62,23 @@ pub async fn apply(
         let rt = registry
             .all()
             .find(|rt| rt.group == gvk.group && rt.version == gvk.version && rt.kind == gvk.kind)
-            .with_context(|| format!("{}: the server does not serve {}", file.display(), types.kind))?;
+            .with_context(|| {
+                format!(
+                    "{}: the server does not serve {}",
+                    file.display(),
+                    types.kind
+                )
+            })?;
         let resource = ApiResource::from_gvk_with_plural(&gvk, &rt.plural);
         let name = object.metadata.name.clone().unwrap_or_default();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-        api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(&object))
-            .await
-            .with_context(|| format!("cannot apply {} {name} from {}", types.kind, file.display()))?;
+        api.patch(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("cannot apply {} {name} from {}", types.kind, file.display()))?;
     }
     Ok(documents.len())
 }

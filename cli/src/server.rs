@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use outpost_apiserver::auth::TokenFile;
 use outpost_apiserver::server::{ApiServer, ServerConfig};
-use outpost_apiserver::storage::StoreLocation;
+use outpost_apiserver::storage::{EmbeddedOptions, StoreLocation};
 
 /// Arguments of `outpost server`.
 #[derive(clap::Args)]
@@ -27,6 +27,9 @@ pub struct ServerArgs {
     /// PEM private key for HTTPS.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Revisions of history the embedded store keeps for watches and paged reads.
+    #[arg(long, default_value_t = EmbeddedOptions::default().history)]
+    embedded_history: i64,
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 10)]
     watch_bookmark_seconds: u64,
@@ -43,7 +46,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let tokens = TokenFile::read(&args.tokens)?;
     let store = args
         .store
-        .open()
+        .open(EmbeddedOptions {
+            history: args.embedded_history,
+        })
         .await
         .with_context(|| format!("cannot open the store {:?}", args.store))?;
     let mut config = ServerConfig::outpost(tokens);
@@ -58,7 +63,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             println!("outpost: serving on https://{address}");
-            server.serve_tls(listener, cert, key, shutdown_signal()).await?;
+            server
+                .serve_tls(listener, cert, key, shutdown_signal())
+                .await?;
         }
         _ => {
             println!("outpost: serving on http://{address}");

@@ -36,11 +36,17 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let store = EmbeddedStore::open(&store_dir, EmbeddedOptions::default())
         .await
         .with_context(|| format!("cannot open the embedded store in {}", store_dir.display()))?;
-    println!("outpost: embedded store ready at {}", store.path().display());
+    println!(
+        "outpost: embedded store ready at {}",
+        store.path().display()
+    );
     let (tokens, admin_token) = admin_tokens(&args.data_dir)?;
     let server = ApiServer::new(std::sync::Arc::new(store), ServerConfig::outpost(tokens)).await?;
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| {
-        format!("cannot listen on {} (pass --listen to choose another address)", args.listen)
+        format!(
+            "cannot listen on {} (pass --listen to choose another address)",
+            args.listen
+        )
     })?;
     listener.set_nonblocking(true)?;
     let address = listener.local_addr()?;
@@ -61,13 +67,25 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if args.manifests.is_dir() {
         let documents = manifests::read_dir(&args.manifests)?;
         let client = client(&kubeconfig).await?;
-        let applied =
-            manifests::apply(&client, &Registry::outpost(), "default", &documents, "outpost-up").await?;
-        println!("outpost: applied {applied} objects from {}", args.manifests.display());
+        let applied = manifests::apply(
+            &client,
+            &Registry::outpost(),
+            "default",
+            &documents,
+            "outpost-up",
+        )
+        .await?;
+        println!(
+            "outpost: applied {applied} objects from {}",
+            args.manifests.display()
+        );
     }
     println!("outpost: API server at {url}");
     println!("outpost: admin token {admin_token}");
-    println!("outpost: kubeconfig {}  (export KUBECONFIG={0})", kubeconfig.display());
+    println!(
+        "outpost: kubeconfig {}  (export KUBECONFIG={0})",
+        kubeconfig.display()
+    );
     println!("outpost: press Ctrl-C to stop");
     shutdown_signal().await;
     let _ = stop.send(());
@@ -80,7 +98,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 fn admin_tokens(dir: &Path) -> anyhow::Result<(TokenFile, String)> {
     let path = dir.join("tokens.csv");
     if !path.exists() {
-        let token: String = (0..32).map(|_| format!("{:x}", rand::random_range(0..16u8))).collect();
+        let token: String = (0..32)
+            .map(|_| format!("{:x}", rand::random_range(0..16u8)))
+            .collect();
         std::fs::write(&path, format!("{token},admin,admin,\"{ADMINS}\"\n"))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }

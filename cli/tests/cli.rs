@@ -44,19 +44,64 @@ fn bench_store_prints_both_backends_and_ratios_to_raw_etcd() {
 }
 
 #[test]
-fn up_opens_the_embedded_store_and_resumes_it() {
+fn up_serves_the_example_app_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    for _ in 0..2 {
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
+    let mut tokens = Vec::new();
+    for run in 0..2 {
         let mut child = outpost()
-            .args(["up", "--data-dir"])
+            .args([
+                "up",
+                "--listen",
+                "127.0.0.1:0",
+                "--manifests",
+                manifests,
+                "--data-dir",
+            ])
             .arg(dir.path())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ready = lines.next().unwrap().unwrap();
-        assert!(ready.contains("embedded store ready"), "{ready}");
-        assert!(dir.path().join("store/outpost.redb").exists());
+        let mut printed = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            let done = line.contains("press Ctrl-C");
+            printed.push(line);
+            if done {
+                break;
+            }
+        }
+        let find = |prefix: &str| {
+            printed
+                .iter()
+                .find_map(|l| l.strip_prefix(prefix))
+                .unwrap_or_else(|| panic!("run {run}: no {prefix:?} line in {printed:?}"))
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        assert!(find("outpost: API server at ").starts_with("https://127.0.0.1:"));
+        assert!(
+            printed.iter().any(|l| l.contains("applied 20 objects")),
+            "{printed:?}"
+        );
+        tokens.push(find("outpost: admin token "));
+        let kubeconfig = find("outpost: kubeconfig ");
+        let installs = Command::new("kubectl")
+            .args(["get", "installs", "-o", "name"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        let names = String::from_utf8_lossy(&installs.stdout);
+        assert_eq!(
+            names.lines().collect::<Vec<_>>(),
+            ["install.outpost.dev/acme", "install.outpost.dev/globex"],
+            "{}",
+            String::from_utf8_lossy(&installs.stderr)
+        );
         // SIGINT is what Ctrl-C sends; the process must stop cleanly.
         Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -67,6 +112,10 @@ fn up_opens_the_embedded_store_and_resumes_it() {
         let rest: Vec<String> = lines.map_while(Result::ok).collect();
         assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
     }
+    assert_eq!(
+        tokens[0], tokens[1],
+        "a second run resumes with the same state and token"
+    );
 }
 
 #[test]

@@ -35,7 +35,8 @@ pub fn outpost_binary() -> PathBuf {
     binary
 }
 
-/// A running `outpost server` with an admin and a viewer token.
+/// A running `outpost server` with an admin and a viewer token. The embedded store
+/// keeps only 50 revisions of history, so tests can outlive it.
 pub struct ControlPlane {
     child: Child,
     /// `https://127.0.0.1:PORT`.
@@ -64,13 +65,20 @@ struct ServerArgs {
 /// Starts `outpost server` and returns it with the URL it printed.
 async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
     let mut child = Command::new(outpost_binary())
-        .args(["server", "--listen", listen, "--store", &args.store, "--tokens"])
+        .args([
+            "server",
+            "--listen",
+            listen,
+            "--store",
+            &args.store,
+            "--tokens",
+        ])
         .arg(&args.tokens)
         .arg("--tls-cert")
         .arg(&args.tls.cert)
         .arg("--tls-key")
         .arg(&args.tls.key)
-        .args(["--watch-bookmark-seconds", "1"])
+        .args(["--watch-bookmark-seconds", "1", "--embedded-history", "50"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -79,7 +87,11 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
     let stdout = child.stdout.take().expect("piped stdout");
     let url = tokio::task::spawn_blocking(move || {
         let mut lines = BufReader::new(stdout).lines();
-        let url = lines.find_map(|line| line.ok()?.strip_prefix("outpost: serving on ").map(str::to_owned));
+        let url = lines.find_map(|line| {
+            line.ok()?
+                .strip_prefix("outpost: serving on ")
+                .map(str::to_owned)
+        });
         // Keep draining so the server never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         url
@@ -95,10 +107,16 @@ impl ControlPlane {
     pub async fn start(backend: Backend) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
         let (store, etcd) = match backend {
-            Backend::Embedded => (format!("embedded:{}", dir.path().join("store").display()), None),
+            Backend::Embedded => (
+                format!("embedded:{}", dir.path().join("store").display()),
+                None,
+            ),
             Backend::Etcd => {
                 let etcd = ThrowawayEtcd::start().await.expect("etcd starts");
-                (format!("etcd://{}", etcd.endpoint().trim_start_matches("http://")), Some(etcd))
+                (
+                    format!("etcd://{}", etcd.endpoint().trim_start_matches("http://")),
+                    Some(etcd),
+                )
             }
         };
         let token = || format!("{:032x}", rand::random::<u128>());
@@ -112,7 +130,11 @@ impl ControlPlane {
         )
         .expect("token file written");
         let tls = SelfSigned::ensure(&dir.path().join("pki")).expect("certificates");
-        let args = ServerArgs { store, tokens, tls: tls.clone() };
+        let args = ServerArgs {
+            store,
+            tokens,
+            tls: tls.clone(),
+        };
         let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
         ControlPlane {
             child,
@@ -166,7 +188,8 @@ impl ControlPlane {
 
     /// A kube-rs client as `token`'s user.
     pub async fn client_as(&self, token: &str) -> kube_client::Client {
-        let file = kube_client::config::Kubeconfig::read_from(self.kubeconfig(token)).expect("kubeconfig");
+        let file =
+            kube_client::config::Kubeconfig::read_from(self.kubeconfig(token)).expect("kubeconfig");
         let config = kube_client::Config::from_custom_kubeconfig(file, &Default::default())
             .await
             .expect("client config");
@@ -176,6 +199,11 @@ impl ControlPlane {
     /// A kube-rs client as the admin.
     pub async fn client(&self) -> kube_client::Client {
         self.client_as(&self.admin_token).await
+    }
+
+    /// The etcd endpoint, when the control plane runs on etcd.
+    pub fn etcd_endpoint(&self) -> Option<&str> {
+        self._etcd.as_ref().map(ThrowawayEtcd::endpoint)
     }
 
     /// A scratch directory that lives as long as the control plane.

@@ -50,7 +50,13 @@ impl Kubectl {
     /// Runs `kubectl ARGS...` and panics with its output unless it succeeds.
     pub fn ok(&self, args: &[&str]) -> String {
         let run = self.run(args);
-        assert!(run.ok, "kubectl {} failed:\n{}\n{}", args.join(" "), run.stdout, run.stderr);
+        assert!(
+            run.ok,
+            "kubectl {} failed:\n{}\n{}",
+            args.join(" "),
+            run.stdout,
+            run.stderr
+        );
         run.stdout
     }
 }

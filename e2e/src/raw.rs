@@ -1,4 +1,3 @@
-use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use http_body_util::BodyExt as _;
 use serde_json::Value;
@@ -46,7 +45,9 @@ impl ControlPlane {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let request = request.body(kube_client::client::Body::from(body.into())).expect("request");
+        let request = request
+            .body(kube_client::client::Body::from(body.into()))
+            .expect("request");
         let response = client.send(request).await.expect("the server answers");
         let status = response.status().as_u16();
         let content_type = response
@@ -55,7 +56,12 @@ impl ControlPlane {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         let text = String::from_utf8_lossy(&bytes).into_owned();
         Reply {
             status,
@@ -66,29 +72,39 @@ impl ControlPlane {
     }
 
     /// Opens a watch (or any streaming GET) as the admin and yields one JSON value per line.
-    pub async fn stream_lines(&self, path: &str, headers: &[(&str, &str)]) -> (u16, impl Stream<Item = Value> + Unpin + use<>) {
+    pub async fn stream_lines(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, impl Stream<Item = Value> + Unpin + use<>) {
         let client = self.client().await;
         let mut request = http::Request::builder().method("GET").uri(path);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let request = request.body(kube_client::client::Body::empty()).expect("request");
+        let request = request
+            .body(kube_client::client::Body::empty())
+            .expect("request");
         let response = client.send(request).await.expect("the server answers");
         let status = response.status().as_u16();
         let data = response.into_body().into_data_stream();
-        let lines = futures::stream::unfold((data, Vec::<u8>::new()), |(mut data, mut buffer)| async move {
-            loop {
-                if let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = buffer.drain(..=end).collect();
-                    let value = serde_json::from_slice(&line).expect("one JSON object per line");
-                    return Some((value, (data, buffer)));
+        let lines = futures::stream::unfold(
+            (data, Vec::<u8>::new()),
+            |(mut data, mut buffer)| async move {
+                loop {
+                    if let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buffer.drain(..=end).collect();
+                        let value =
+                            serde_json::from_slice(&line).expect("one JSON object per line");
+                        return Some((value, (data, buffer)));
+                    }
+                    match data.next().await {
+                        Some(Ok(chunk)) => buffer.extend_from_slice(&chunk),
+                        _ => return None,
+                    }
                 }
-                match data.next().await {
-                    Some(Ok(chunk)) => buffer.extend_from_slice(&Bytes::from(chunk)),
-                    _ => return None,
-                }
-            }
-        });
+            },
+        );
         (status, Box::pin(lines))
     }
 }
@@ -96,10 +112,7 @@ impl ControlPlane {
 fn pem_to_der(pem: &[u8]) -> Vec<u8> {
     use base64::Engine as _;
     let text = String::from_utf8_lossy(pem);
-    let body: String = text
-        .lines()
-        .filter(|l| !l.starts_with("-----"))
-        .collect();
+    let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
     base64::engine::general_purpose::STANDARD
         .decode(body)
         .expect("PEM body is base64")

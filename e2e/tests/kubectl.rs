@@ -23,7 +23,10 @@ fn manifests() -> PathBuf {
 }
 
 fn installs() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("outpost.dev", "v1alpha1", "Install"), "installs")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("outpost.dev", "v1alpha1", "Install"),
+        "installs",
+    )
 }
 
 async fn apply_get_and_diff_work_like_kubernetes(backend: Backend) {
@@ -36,51 +39,117 @@ async fn apply_get_and_diff_work_like_kubernetes(backend: Backend) {
 
     let table = kubectl.ok(&["get", "apps,installs,components"]);
     assert!(table.contains("shopfront"), "{table}");
-    let header = table.lines().find(|l| l.starts_with("NAME") && l.contains("PHASE")).unwrap_or_else(|| panic!("install columns missing:\n{table}"));
+    let header = table
+        .lines()
+        .find(|l| l.starts_with("NAME") && l.contains("PHASE"))
+        .unwrap_or_else(|| panic!("install columns missing:\n{table}"));
     assert!(header.contains("APP") && header.contains("AGE"), "{header}");
 
     // Nothing changed: unchanged; an edit: configured, and visible.
     let again = kubectl.ok(&["apply", "-f", dir.join("installs.yaml").to_str().unwrap()]);
     assert!(again.contains("unchanged"), "{again}");
     let edited = cp.scratch().join("installs.yaml");
-    let text = std::fs::read_to_string(dir.join("installs.yaml")).unwrap().replace("eu-west-1", "eu-central-1");
+    let text = std::fs::read_to_string(dir.join("installs.yaml"))
+        .unwrap()
+        .replace("eu-west-1", "eu-central-1");
     std::fs::write(&edited, text).unwrap();
     let diff = kubectl.run(&["diff", "-f", edited.to_str().unwrap()]);
-    assert!(!diff.ok && diff.stdout.contains("eu-central-1"), "kubectl diff shows the change: {diff:?}");
+    assert!(
+        !diff.ok && diff.stdout.contains("eu-central-1"),
+        "kubectl diff shows the change: {diff:?}"
+    );
     let configured = kubectl.ok(&["apply", "-f", edited.to_str().unwrap()]);
-    assert!(configured.contains("install.outpost.dev/acme configured"), "{configured}");
-    let region = kubectl.ok(&["get", "install", "acme", "-o", "jsonpath={.spec.cloud.region}"]);
+    assert!(
+        configured.contains("install.outpost.dev/acme configured"),
+        "{configured}"
+    );
+    let region = kubectl.ok(&[
+        "get",
+        "install",
+        "acme",
+        "-o",
+        "jsonpath={.spec.cloud.region}",
+    ]);
     assert_eq!(region, "eu-central-1");
     let diff = kubectl.run(&["diff", "-f", edited.to_str().unwrap()]);
     assert!(diff.ok, "no diff after apply: {diff:?}");
 
-    let ssa = kubectl.ok(&["apply", "--server-side", "--force-conflicts", "-f", dir.join("installs.yaml").to_str().unwrap()]);
+    let ssa = kubectl.ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        dir.join("installs.yaml").to_str().unwrap(),
+    ]);
     assert!(ssa.contains("serverside-applied"), "{ssa}");
-    let region = kubectl.ok(&["get", "install", "acme", "-o", "jsonpath={.spec.cloud.region}"]);
+    let region = kubectl.ok(&[
+        "get",
+        "install",
+        "acme",
+        "-o",
+        "jsonpath={.spec.cloud.region}",
+    ]);
     assert_eq!(region, "eu-west-1");
 }
 
 async fn edit_changes_a_field(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
-    kubectl.ok(&["apply", "-f", manifests().join("installs.yaml").to_str().unwrap()]);
+    kubectl.ok(&[
+        "apply",
+        "-f",
+        manifests().join("installs.yaml").to_str().unwrap(),
+    ]);
     let editor = cp.scratch().join("editor.sh");
-    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/approvalMode: prompt/approvalMode: approve-all/' \"$1\"\n").unwrap();
-    std::process::Command::new("chmod").arg("+x").arg(&editor).status().unwrap();
-    let out = kubectl.command().env("KUBE_EDITOR", &editor).args(["edit", "install", "acme"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/approvalMode: prompt/approvalMode: approve-all/' \"$1\"\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&editor)
+        .status()
+        .unwrap();
+    let out = kubectl
+        .command()
+        .env("KUBE_EDITOR", &editor)
+        .args(["edit", "install", "acme"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("edited"));
-    let mode = kubectl.ok(&["get", "install", "acme", "-o", "jsonpath={.spec.approvalMode}"]);
+    let mode = kubectl.ok(&[
+        "get",
+        "install",
+        "acme",
+        "-o",
+        "jsonpath={.spec.approvalMode}",
+    ]);
     assert_eq!(mode, "approve-all");
 }
 
 async fn get_watch_prints_changes_made_by_another_client(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
-    kubectl.ok(&["apply", "-f", manifests().join("installs.yaml").to_str().unwrap()]);
+    kubectl.ok(&[
+        "apply",
+        "-f",
+        manifests().join("installs.yaml").to_str().unwrap(),
+    ]);
     let mut watch = kubectl
         .command()
-        .args(["get", "installs", "-w", "-o", "custom-columns=NAME:.metadata.name,REGION:.spec.cloud.region"])
+        .args([
+            "get",
+            "installs",
+            "-w",
+            "-o",
+            "custom-columns=NAME:.metadata.name,REGION:.spec.cloud.region",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -97,14 +166,23 @@ async fn get_watch_prints_changes_made_by_another_client(backend: Backend) {
     let mut seen = Vec::new();
     // The initial list first.
     while !seen.iter().any(|l: &String| l.contains("globex")) {
-        seen.push(rx.recv_timeout(deadline - Instant::now()).expect("initial rows"));
+        seen.push(
+            rx.recv_timeout(deadline - Instant::now())
+                .expect("initial rows"),
+        );
     }
     let api: Api<DynamicObject> = Api::namespaced_with(cp.client().await, "default", &installs());
-    api.patch("globex", &PatchParams::default(), &Patch::Merge(json!({"spec": {"cloud": {"region": "ap-south-1"}}})))
-        .await
-        .unwrap();
+    api.patch(
+        "globex",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"cloud": {"region": "ap-south-1"}}})),
+    )
+    .await
+    .unwrap();
     loop {
-        let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| panic!("no change printed; saw {seen:?}"));
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("no change printed; saw {seen:?}"));
         if line.contains("globex") && line.contains("ap-south-1") {
             break;
         }
@@ -126,19 +204,42 @@ async fn delete_waits_for_finalizers(backend: Backend) {
     .unwrap();
     object = api.create(&PostParams::default(), &object).await.unwrap();
     assert!(object.metadata.resource_version.is_some());
-    let mut delete = cp.kubectl().command().args(["delete", "install", "held", "--timeout=60s"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut delete = cp
+        .kubectl()
+        .command()
+        .args(["delete", "install", "held", "--timeout=60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // kubectl waits while the finalizer is there.
     let marked = wait_for(Duration::from_secs(20), || async {
-        api.get("held").await.ok().filter(|o| o.metadata.deletion_timestamp.is_some())
+        api.get("held")
+            .await
+            .ok()
+            .filter(|o| o.metadata.deletion_timestamp.is_some())
     })
     .await;
     std::thread::sleep(Duration::from_millis(500));
-    assert!(delete.try_wait().unwrap().is_none(), "kubectl delete returned while a finalizer was set");
-    assert_eq!(marked.metadata.finalizers.as_deref(), Some(&["example.com/hold".to_owned()][..]));
-    api.patch("held", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(json!([
-        {"op": "test", "path": "/metadata/finalizers", "value": ["example.com/hold"]},
-        {"op": "remove", "path": "/metadata/finalizers"},
-    ])).unwrap()))
+    assert!(
+        delete.try_wait().unwrap().is_none(),
+        "kubectl delete returned while a finalizer was set"
+    );
+    assert_eq!(
+        marked.metadata.finalizers.as_deref(),
+        Some(&["example.com/hold".to_owned()][..])
+    );
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["example.com/hold"]},
+                {"op": "remove", "path": "/metadata/finalizers"},
+            ]))
+            .unwrap(),
+        ),
+    )
     .await
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -146,29 +247,54 @@ async fn delete_waits_for_finalizers(backend: Backend) {
         if let Some(status) = delete.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "kubectl delete did not return after the finalizer went");
+        assert!(
+            Instant::now() < deadline,
+            "kubectl delete did not return after the finalizer went"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(status.success(), "kubectl delete failed");
-    assert!(api.get_opt("held").await.unwrap().is_none(), "the object is gone");
+    assert!(
+        api.get_opt("held").await.unwrap().is_none(),
+        "the object is gone"
+    );
 }
 
 async fn selectors_filter(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
-    kubectl.ok(&["apply", "-f", manifests().join("installs.yaml").to_str().unwrap()]);
+    kubectl.ok(&[
+        "apply",
+        "-f",
+        manifests().join("installs.yaml").to_str().unwrap(),
+    ]);
     let names = |args: &[&str]| -> Vec<String> {
         let mut all = vec!["get", "installs", "-o", "name"];
         all.extend_from_slice(args);
         kubectl.ok(&all).lines().map(str::to_owned).collect()
     };
-    assert_eq!(names(&["-l", "outpost.dev/tier=enterprise"]), ["install.outpost.dev/acme"]);
-    assert_eq!(names(&["-l", "outpost.dev/tier in (standard)"]), ["install.outpost.dev/globex"]);
-    assert_eq!(names(&["-l", "outpost.dev/tier!=enterprise"]), ["install.outpost.dev/globex"]);
-    assert_eq!(names(&["--field-selector", "metadata.name=globex"]), ["install.outpost.dev/globex"]);
+    assert_eq!(
+        names(&["-l", "outpost.dev/tier=enterprise"]),
+        ["install.outpost.dev/acme"]
+    );
+    assert_eq!(
+        names(&["-l", "outpost.dev/tier in (standard)"]),
+        ["install.outpost.dev/globex"]
+    );
+    assert_eq!(
+        names(&["-l", "outpost.dev/tier!=enterprise"]),
+        ["install.outpost.dev/globex"]
+    );
+    assert_eq!(
+        names(&["--field-selector", "metadata.name=globex"]),
+        ["install.outpost.dev/globex"]
+    );
     assert_eq!(names(&["--field-selector", "spec.app=shopfront"]).len(), 2);
     let bad = kubectl.run(&["get", "installs", "--field-selector", "spec.nope=x"]);
-    assert!(!bad.ok && bad.stderr.contains("field label not supported"), "{bad:?}");
+    assert!(
+        !bad.ok && bad.stderr.contains("field label not supported"),
+        "{bad:?}"
+    );
 }
 
 /// Polls `probe` until it yields a value, failing after `limit`.
@@ -182,7 +308,10 @@ where
         if let Some(value) = probe().await {
             return value;
         }
-        assert!(Instant::now() < deadline, "condition not reached within {limit:?}");
+        assert!(
+            Instant::now() < deadline,
+            "condition not reached within {limit:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

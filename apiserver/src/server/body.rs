@@ -18,7 +18,8 @@ pub async fn read(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
     let mut buffer = bytes::BytesMut::new();
     let mut seen = 0usize;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::BadRequest(format!("cannot read the request body: {e}")))?;
+        let chunk = chunk
+            .map_err(|e| ApiError::BadRequest(format!("cannot read the request body: {e}")))?;
         seen += chunk.len();
         if seen <= limit {
             buffer.extend_from_slice(&chunk);
@@ -79,7 +80,14 @@ pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiErro
 /// A JSON response.
 pub fn json(code: StatusCode, value: &Value) -> Response {
     let bytes = serde_json::to_vec(value).expect("a JSON value serialises");
-    (code, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes)
+    (
+        code,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
         .into_response()
 }
 

@@ -36,9 +36,15 @@ pub fn version() -> Response {
 
 pub fn answer(state: &ServerState, path: &str, accept: &str) -> Result<Response, ApiError> {
     let registry = &state.config.registry;
-    let aggregated = if accept.replace(' ', "").contains("v=v2;as=APIGroupDiscoveryList") {
+    let aggregated = if accept
+        .replace(' ', "")
+        .contains("v=v2;as=APIGroupDiscoveryList")
+    {
         Some(AGGREGATED_V2)
-    } else if accept.replace(' ', "").contains("v=v2beta1;as=APIGroupDiscoveryList") {
+    } else if accept
+        .replace(' ', "")
+        .contains("v=v2beta1;as=APIGroupDiscoveryList")
+    {
         Some(AGGREGATED_V2BETA1)
     } else {
         None
@@ -77,9 +83,15 @@ pub fn answer(state: &ServerState, path: &str, accept: &str) -> Result<Response,
             if registry.in_group_version(group, version).next().is_none() {
                 return Err(ApiError::NoRoute);
             }
-            Ok(json(StatusCode::OK, &resource_list(registry, group, version)))
+            Ok(json(
+                StatusCode::OK,
+                &resource_list(registry, group, version),
+            ))
         }
-        ["openapi", "v3"] => Ok(json(StatusCode::OK, &crate::openapi::discovery_index(registry))),
+        ["openapi", "v3"] => Ok(json(
+            StatusCode::OK,
+            &crate::openapi::discovery_index(registry),
+        )),
         ["openapi", "v3", rest @ ..] => {
             let document =
                 crate::openapi::document(registry, &rest.join("/")).ok_or(ApiError::NoRoute)?;
@@ -103,7 +115,16 @@ fn api_group(group: &str, versions: &[String]) -> Value {
     })
 }
 
-const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
     let mut resources = Vec::new();

@@ -29,12 +29,18 @@ pub struct Call {
 impl Call {
     /// A query parameter that is `true` or `1`.
     pub fn flag(&self, name: &str) -> bool {
-        matches!(self.params.get(name).map(String::as_str), Some("true" | "1"))
+        matches!(
+            self.params.get(name).map(String::as_str),
+            Some("true" | "1")
+        )
     }
 
     /// A query parameter, if present and not empty.
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.params.get(name).map(String::as_str).filter(|v| !v.is_empty())
+        self.params
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     /// The request's namespace (path), for namespaced types.
@@ -68,7 +74,9 @@ pub async fn dispatch(state: Arc<ServerState>, request: Request) -> Response {
         Ok(response) => response,
         Err(err) => err.into_response(),
     };
-    state.metrics.observe_request(&verb, &resource, response.status(), started.elapsed());
+    state
+        .metrics
+        .observe_request(&verb, &resource, response.status(), started.elapsed());
     response
 }
 
@@ -114,7 +122,7 @@ async fn answer(
         .registry
         .get(&resource.group, &resource.version, &resource.resource)
         .ok_or(ApiError::NoRoute)?;
-    if rt.namespaced == false && resource.namespace.is_some() {
+    if !rt.namespaced && resource.namespace.is_some() {
         return Err(ApiError::NoRoute);
     }
     match resource.subresource.as_deref() {
@@ -151,7 +159,10 @@ fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, ApiErr
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .ok_or(ApiError::Unauthorized)?;
     state

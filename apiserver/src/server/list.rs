@@ -1,8 +1,8 @@
 //! `GET` on a collection: paged, consistent lists with label and field selectors, as
 //! JSON lists or `meta.k8s.io/v1` Tables.
 
-use http::StatusCode;
 use axum::response::Response;
+use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::body::json;
@@ -47,7 +47,9 @@ impl Filter {
 
     /// Whether `object` passes.
     pub fn matches(&self, object: &Value) -> bool {
-        self.labels.as_ref().is_none_or(|l| l.matches(&labels_of(object)))
+        self.labels
+            .as_ref()
+            .is_none_or(|l| l.matches(&labels_of(object)))
             && self.fields.as_ref().is_none_or(|f| f.matches(object))
     }
 }
@@ -84,7 +86,11 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
     };
     let sent_continue = call.param("continue").map(str::to_owned);
     let mut token = sent_continue.clone();
-    let revision = if token.is_some() { None } else { read_revision(call)? };
+    let revision = if token.is_some() {
+        None
+    } else {
+        read_revision(call)?
+    };
     let subject = Subject::of(rt, "");
     let mut items = Vec::new();
     let mut next = None;
@@ -154,7 +160,10 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
 
 /// 410 for a compacted continue token, with a fresh token from the same key.
 async fn continue_expired(call: &Call, prefix: &str, sent: Option<&str>) -> ApiError {
-    let fresh = match (sent.map(|t| ContinueToken::decode(t, prefix)), call.state.store.current_revision().await) {
+    let fresh = match (
+        sent.map(|t| ContinueToken::decode(t, prefix)),
+        call.state.store.current_revision().await,
+    ) {
         (Some(Ok(old)), Ok(now)) => Some(
             ContinueToken {
                 revision: now,

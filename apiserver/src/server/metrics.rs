@@ -11,7 +11,9 @@ use http::{HeaderValue, StatusCode, header};
 
 use super::ServerState;
 
-const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
 
 #[derive(Default)]
 struct Histogram {
@@ -68,7 +70,11 @@ impl StoreMetrics {
 
     fn render(&self, out: &mut String) {
         for (op, h) in self.latency.lock().expect("metrics lock").iter() {
-            h.render(out, "outpost_store_request_duration_seconds", &format!("operation=\"{op}\""));
+            h.render(
+                out,
+                "outpost_store_request_duration_seconds",
+                &format!("operation=\"{op}\""),
+            );
         }
     }
 }
@@ -80,7 +86,13 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub(crate) fn observe_request(&self, verb: &str, resource: &str, code: StatusCode, took: Duration) {
+    pub(crate) fn observe_request(
+        &self,
+        verb: &str,
+        resource: &str,
+        code: StatusCode,
+        took: Duration,
+    ) {
         let mut c = self.counters.lock().expect("metrics lock");
         *c.requests
             .entry((verb.to_owned(), resource.to_owned(), code.as_u16()))
@@ -108,26 +120,42 @@ impl Metrics {
             let c = self.counters.lock().expect("metrics lock");
             out.push_str("# HELP apiserver_request_total Requests by verb, resource and HTTP code.\n# TYPE apiserver_request_total counter\n");
             for ((verb, resource, code), n) in &c.requests {
-                let _ = writeln!(out, "apiserver_request_total{{verb=\"{verb}\",resource=\"{resource}\",code=\"{code}\"}} {n}");
+                let _ = writeln!(
+                    out,
+                    "apiserver_request_total{{verb=\"{verb}\",resource=\"{resource}\",code=\"{code}\"}} {n}"
+                );
             }
             out.push_str("# HELP apiserver_request_duration_seconds Request latency by verb and resource.\n# TYPE apiserver_request_duration_seconds histogram\n");
             for ((verb, resource), h) in &c.latency {
-                h.render(&mut out, "apiserver_request_duration_seconds", &format!("verb=\"{verb}\",resource=\"{resource}\""));
+                h.render(
+                    &mut out,
+                    "apiserver_request_duration_seconds",
+                    &format!("verb=\"{verb}\",resource=\"{resource}\""),
+                );
             }
             out.push_str("# HELP apiserver_registered_watchers Open watches by resource.\n# TYPE apiserver_registered_watchers gauge\n");
             for (resource, n) in &c.watches_open {
-                let _ = writeln!(out, "apiserver_registered_watchers{{resource=\"{resource}\"}} {n}");
+                let _ = writeln!(
+                    out,
+                    "apiserver_registered_watchers{{resource=\"{resource}\"}} {n}"
+                );
             }
             out.push_str("# HELP apiserver_watches_total Watches opened by resource.\n# TYPE apiserver_watches_total counter\n");
             for (resource, n) in &c.watches_total {
-                let _ = writeln!(out, "apiserver_watches_total{{resource=\"{resource}\"}} {n}");
+                let _ = writeln!(
+                    out,
+                    "apiserver_watches_total{{resource=\"{resource}\"}} {n}"
+                );
             }
         }
         out.push_str("# HELP outpost_store_request_duration_seconds Store latency by operation.\n# TYPE outpost_store_request_duration_seconds histogram\n");
         state.store_metrics.render(&mut out);
         (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            )],
             out,
         )
             .into_response()

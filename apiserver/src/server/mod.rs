@@ -72,7 +72,9 @@ impl ServerState {
     pub fn cache(&self, rt: &ResourceType) -> Result<&Arc<WatchCache>, ApiError> {
         self.caches
             .get(&(rt.group.clone(), rt.version.clone(), rt.plural.clone()))
-            .ok_or_else(|| ApiError::Internal(format!("no watch cache for {}", rt.qualified_resource())))
+            .ok_or_else(|| {
+                ApiError::Internal(format!("no watch cache for {}", rt.qualified_resource()))
+            })
     }
 }
 
@@ -94,7 +96,10 @@ impl ApiServer {
         let mut caches = HashMap::new();
         for rt in config.registry.all() {
             let cache = WatchCache::start(store.clone(), rt.clone(), config.watch_window).await?;
-            caches.insert((rt.group.clone(), rt.version.clone(), rt.plural.clone()), cache);
+            caches.insert(
+                (rt.group.clone(), rt.version.clone(), rt.plural.clone()),
+                cache,
+            );
         }
         Ok(ApiServer {
             state: Arc::new(ServerState {

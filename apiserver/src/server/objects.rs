@@ -55,9 +55,16 @@ impl Call {
     /// One object in the response format the client asked for.
     pub fn respond(&self, code: StatusCode, object: &Value) -> Response {
         if table::wants_table(self.accept()) {
-            let include = table::IncludeObject::from_query(self.param("includeObject")).unwrap_or_default();
+            let include =
+                table::IncludeObject::from_query(self.param("includeObject")).unwrap_or_default();
             let meta = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))});
-            let table = table::table(&self.rt, std::slice::from_ref(object), meta, include, jiff::Timestamp::now());
+            let table = table::table(
+                &self.rt,
+                std::slice::from_ref(object),
+                meta,
+                include,
+                jiff::Timestamp::now(),
+            );
             return json(code, &table);
         }
         json(code, object)
@@ -70,8 +77,15 @@ pub async fn get(call: &Call) -> Result<Response, ApiError> {
 }
 
 /// `DeleteOptions` preconditions.
-fn check_preconditions(call: &Call, options: &Value, kv: &KeyValue, object: &Value) -> Result<(), ApiError> {
-    if let Some(rv) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
+fn check_preconditions(
+    call: &Call,
+    options: &Value,
+    kv: &KeyValue,
+    object: &Value,
+) -> Result<(), ApiError> {
+    if let Some(rv) = options
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
         && rv != kv.mod_revision.to_string()
     {
         return Err(ApiError::Conflict {
@@ -82,7 +96,9 @@ fn check_preconditions(call: &Call, options: &Value, kv: &KeyValue, object: &Val
             ),
         });
     }
-    if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
+    if let Some(uid) = options
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
         && Some(uid) != object.pointer("/metadata/uid").and_then(Value::as_str)
     {
         return Err(ApiError::Conflict {
@@ -111,7 +127,12 @@ pub async fn delete(call: &Call, body: Body) -> Result<Response, ApiError> {
 }
 
 /// Deletes (or, with finalizers, marks for deletion) one object, retrying on races.
-async fn delete_one(call: &Call, key: &str, options: &Value, dry_run: bool) -> Result<Value, ApiError> {
+async fn delete_one(
+    call: &Call,
+    key: &str,
+    options: &Value,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
     let store = &call.state.store;
     for _ in 0..RETRIES {
         let kv = store
@@ -120,7 +141,10 @@ async fn delete_one(call: &Call, key: &str, options: &Value, dry_run: bool) -> R
             .map_err(|e| ApiError::from_store(e, call.subject()))?
             .ok_or_else(|| ApiError::NotFound(call.subject()))?;
         let mut object = from_store(&kv)?;
-        let subject = Subject::of(&call.rt, crate::object_meta::name_of(&object).unwrap_or_default());
+        let subject = Subject::of(
+            &call.rt,
+            crate::object_meta::name_of(&object).unwrap_or_default(),
+        );
         check_preconditions(call, options, &kv, &object)?;
         if !finalizers(&object).is_empty() {
             if is_deleting(&object) || dry_run {
@@ -146,7 +170,11 @@ async fn delete_one(call: &Call, key: &str, options: &Value, dry_run: bool) -> R
         }
     }
     Err(ApiError::from_store(
-        StoreError::Conflict { key: key.into(), expected: 0, actual: 0 },
+        StoreError::Conflict {
+            key: key.into(),
+            expected: 0,
+            actual: 0,
+        },
         call.subject(),
     ))
 }
@@ -156,7 +184,10 @@ pub async fn delete_collection(call: &Call) -> Result<Response, ApiError> {
     let page = call
         .state
         .store
-        .list(&call.rt.key_prefix(call.namespace()), ListOptions::default())
+        .list(
+            &call.rt.key_prefix(call.namespace()),
+            ListOptions::default(),
+        )
         .await
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
     let mut deleted = Vec::new();

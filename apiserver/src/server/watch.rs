@@ -42,14 +42,23 @@ struct View {
 impl View {
     fn sees(&self, object: &Value) -> bool {
         self.namespace.as_deref().is_none_or(|ns| {
-            object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
+            object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                == Some(ns)
         }) && self.filter.matches(object)
     }
 
     fn line(&self, event_type: EventType, object: &Value) -> Bytes {
         if let Some(include) = self.table {
             let with_headers = !self.headers_sent.replace(true);
-            let row = table::table_row_for_watch(&self.rt, object, include, with_headers, jiff::Timestamp::now());
+            let row = table::table_row_for_watch(
+                &self.rt,
+                object,
+                include,
+                with_headers,
+                jiff::Timestamp::now(),
+            );
             encode_line(event_type.as_str(), &row)
         } else {
             encode_line(event_type.as_str(), object)
@@ -96,7 +105,9 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
         namespace: call.namespace().map(str::to_owned),
         filter: Filter::from_call(&call)?,
         table: if table::wants_table(call.accept()) {
-            Some(table::IncludeObject::from_query(call.param("includeObject"))?)
+            Some(table::IncludeObject::from_query(
+                call.param("includeObject"),
+            )?)
         } else {
             None
         },
@@ -104,7 +115,10 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
     };
     let timeout = call
         .param("timeoutSeconds")
-        .map(|t| t.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("invalid timeoutSeconds {t:?}"))))
+        .map(|t| {
+            t.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid timeoutSeconds {t:?}")))
+        })
         .transpose()?
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(1800));
@@ -132,7 +146,14 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
             loop {
                 let page = state
                     .store
-                    .list(&prefix, ListOptions { limit: Some(500), continue_token: token.take(), revision: None })
+                    .list(
+                        &prefix,
+                        ListOptions {
+                            limit: Some(500),
+                            continue_token: token.take(),
+                            revision: None,
+                        },
+                    )
                     .await
                     .map_err(|e| ApiError::from_store(e, call.subject()))?;
                 revision = page.revision;
@@ -234,9 +255,10 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
         ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
     ));
     *response.status_mut() = StatusCode::OK;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(response)
 }
 

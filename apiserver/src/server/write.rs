@@ -57,14 +57,19 @@ fn field_validation(call: &Call, object: &mut Value) -> Result<Vec<String>, ApiE
         return Ok(Vec::new());
     }
     match call.param("fieldValidation").unwrap_or("Warn") {
-        "Strict" => Err(ApiError::BadRequest(schema::strict_decoding_message(&unknown))),
+        "Strict" => Err(ApiError::BadRequest(schema::strict_decoding_message(
+            &unknown,
+        ))),
         "Ignore" => {
             schema::prune(schema, object);
             Ok(Vec::new())
         }
         "Warn" => {
             schema::prune(schema, object);
-            Ok(unknown.iter().map(|f| format!("unknown field {f:?}")).collect())
+            Ok(unknown
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect())
         }
         other => Err(ApiError::BadRequest(format!(
             "invalid fieldValidation {other:?}: must be Ignore, Warn or Strict"
@@ -100,10 +105,20 @@ pub async fn create(call: &Call, body: Body) -> Result<Response, ApiError> {
     create_object(call, object, warnings).await
 }
 
-async fn create_object(call: &Call, mut object: Value, warnings: Vec<String>) -> Result<Response, ApiError> {
+async fn create_object(
+    call: &Call,
+    mut object: Value,
+    warnings: Vec<String>,
+) -> Result<Response, ApiError> {
     let name = prepare_create(&call.rt, &mut object, call.namespace())?;
     admit(call, &object, &name)?;
-    record_update(None, &mut object, &call.field_manager(), "Update", &crate::object_meta::now());
+    record_update(
+        None,
+        &mut object,
+        &call.field_manager(),
+        "Update",
+        &crate::object_meta::now(),
+    );
     if call.dry_run() {
         return Ok(json_with_warnings(StatusCode::CREATED, &object, &warnings));
     }
@@ -143,14 +158,23 @@ pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
 
 fn conflict(call: &Call) -> ApiError {
     ApiError::from_store(
-        StoreError::Conflict { key: call.key(), expected: 0, actual: 0 },
+        StoreError::Conflict {
+            key: call.key(),
+            expected: 0,
+            actual: 0,
+        },
         call.subject(),
     )
 }
 
 /// Writes `new` over `old` (read at `kv`): server fields, validation, finalizer
 /// completion, no-op detection, managed fields, compare-and-swap.
-async fn commit_update(call: &Call, kv: &KeyValue, old: &Value, mut new: Value) -> Result<Value, ApiError> {
+async fn commit_update(
+    call: &Call,
+    kv: &KeyValue,
+    old: &Value,
+    mut new: Value,
+) -> Result<Value, ApiError> {
     prepare_update(&call.rt, old, &mut new, call.scope())?;
     if call.rt.immutable_spec && old.get("spec") != new.get("spec") {
         return Err(ApiError::Invalid {
@@ -175,7 +199,13 @@ async fn commit_update(call: &Call, kv: &KeyValue, old: &Value, mut new: Value) 
             .map_err(|e| ApiError::from_store(e, call.subject()))?;
         return Ok(new);
     }
-    record_update(Some(old), &mut new, &call.field_manager(), "Update", &crate::object_meta::now());
+    record_update(
+        Some(old),
+        &mut new,
+        &call.field_manager(),
+        "Update",
+        &crate::object_meta::now(),
+    );
     let written = store
         .update(&call.key(), to_store(&new), kv.mod_revision)
         .await
@@ -191,7 +221,11 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
     }
     let bytes = read(body, call.state.config.max_body_bytes).await?;
     let force = call.flag("force");
-    validate_patch_options(kind, call.param("fieldManager"), call.params.get("force").map(|_| force))?;
+    validate_patch_options(
+        kind,
+        call.param("fieldManager"),
+        call.params.get("force").map(|_| force),
+    )?;
     let manager = call.field_manager();
     for _ in 0..RETRIES {
         let current = call
@@ -206,8 +240,9 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             }
             let mut applied = parse_apply_body(&bytes)?;
             let warnings = field_validation(call, &mut applied)?;
-            let object = server_side_apply(None, &applied, &manager, force, &crate::object_meta::now())
-                .map_err(|c| c.into_api_error(call.subject()))?;
+            let object =
+                server_side_apply(None, &applied, &manager, force, &crate::object_meta::now())
+                    .map_err(|c| c.into_api_error(call.subject()))?;
             match create_object(call, object, warnings).await {
                 Err(ApiError::AlreadyExists(_)) => continue,
                 other => return other,
@@ -217,8 +252,14 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
         let (mut new, warnings) = if kind == PatchType::Apply {
             let mut applied = parse_apply_body(&bytes)?;
             let warnings = field_validation(call, &mut applied)?;
-            let new = server_side_apply(Some(&old), &applied, &manager, force, &crate::object_meta::now())
-                .map_err(|c| c.into_api_error(call.subject()))?;
+            let new = server_side_apply(
+                Some(&old),
+                &applied,
+                &manager,
+                force,
+                &crate::object_meta::now(),
+            )
+            .map_err(|c| c.into_api_error(call.subject()))?;
             (new, warnings)
         } else {
             let mut new = apply_patch(kind, &old, &bytes)?;

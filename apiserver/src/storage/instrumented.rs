@@ -45,11 +45,20 @@ impl Store for InstrumentedStore {
         timed!(self, "create", self.inner.create(key, value))
     }
 
-    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue, StoreError> {
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Revision,
+    ) -> Result<KeyValue, StoreError> {
         timed!(self, "update", self.inner.update(key, value, expected))
     }
 
-    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision), StoreError> {
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<(KeyValue, Revision), StoreError> {
         timed!(self, "delete", self.inner.delete(key, expected))
     }
 

@@ -42,12 +42,10 @@ impl FromStr for StoreLocation {
 }
 
 impl StoreLocation {
-    /// Opens the store.
-    pub async fn open(&self) -> Result<Arc<dyn Store>, StoreError> {
+    /// Opens the store (`options` apply to the embedded store only).
+    pub async fn open(&self, options: EmbeddedOptions) -> Result<Arc<dyn Store>, StoreError> {
         Ok(match self {
-            StoreLocation::Embedded(dir) => {
-                Arc::new(EmbeddedStore::open(dir, EmbeddedOptions::default()).await?)
-            }
+            StoreLocation::Embedded(dir) => Arc::new(EmbeddedStore::open(dir, options).await?),
             StoreLocation::Etcd(endpoints) => Arc::new(EtcdStore::connect(endpoints).await?),
         })
     }
