@@ -1,6 +1,9 @@
 //! `outpost bench`: benchmarks that print ratios against a baseline measured in the
 //! same run, because the machines are shared and noisy.
 
+use std::time::Duration;
+
+use outpost_apiserver::server::ApiBench;
 use outpost_apiserver::storage::StoreBench;
 
 /// The benchmarks.
@@ -18,6 +21,29 @@ pub enum BenchCommand {
         /// Bytes per value.
         #[arg(long, default_value_t = 256)]
         value_size: usize,
+        /// Use this etcd (`http://host:port`, repeatable) instead of starting a throwaway one.
+        #[arg(long)]
+        etcd: Vec<String>,
+    },
+    /// Install creates and updates per second through the HTTP API on both store
+    /// backends, against the same store's raw writes and raw etcd-client puts; then
+    /// watch fan-out latency to many concurrent HTTP watchers.
+    Api {
+        /// Operations per write-rate figure.
+        #[arg(long, default_value_t = 2_000)]
+        ops: usize,
+        /// Concurrencies (one connection per worker) to measure writes at.
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        concurrency: Vec<usize>,
+        /// Concurrent watch streams for the fan-out (0 skips it).
+        #[arg(long, default_value_t = 1_000)]
+        watchers: usize,
+        /// Updates the watchers receive.
+        #[arg(long, default_value_t = 50)]
+        events: usize,
+        /// Milliseconds between those updates.
+        #[arg(long, default_value_t = 50)]
+        event_spacing_ms: u64,
         /// Use this etcd (`http://host:port`, repeatable) instead of starting a throwaway one.
         #[arg(long)]
         etcd: Vec<String>,
@@ -40,6 +66,28 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 etcd,
             };
             eprintln!("running the store benchmark ({ops} operations per figure)...");
+            let report = bench.run().await?;
+            print!("{report}");
+        }
+        BenchCommand::Api {
+            ops,
+            concurrency,
+            watchers,
+            events,
+            event_spacing_ms,
+            etcd,
+        } => {
+            let bench = ApiBench {
+                ops,
+                concurrency,
+                watchers,
+                events,
+                spacing: Duration::from_millis(event_spacing_ms),
+                etcd,
+            };
+            eprintln!(
+                "running the API benchmark ({ops} operations per figure, {watchers} watchers)..."
+            );
             let report = bench.run().await?;
             print!("{report}");
         }

@@ -44,6 +44,90 @@ fn bench_store_prints_both_backends_and_ratios_to_raw_etcd() {
 }
 
 #[test]
+fn bench_api_prints_http_and_store_rates_and_fan_out_percentiles() {
+    let mut command = outpost();
+    command.args([
+        "bench",
+        "api",
+        "--ops",
+        "100",
+        "--concurrency",
+        "1,4",
+        "--watchers",
+        "20",
+        "--events",
+        "5",
+    ]);
+    if let Ok(etcd) = std::env::var("OUTPOST_TEST_ETCD") {
+        command.args(["--etcd", &etcd]);
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let mut figures = vec![("raw-etcd", "client", "put")];
+    for backend in ["etcd", "embedded"] {
+        for (path, operation) in [
+            ("store", "create"),
+            ("store", "cas"),
+            ("http", "create"),
+            ("http", "update"),
+        ] {
+            figures.push((backend, path, operation));
+        }
+    }
+    for (backend, path, operation) in figures {
+        for conc in ["1", "4"] {
+            let row = rows
+                .iter()
+                .find(|c| c.len() == 7 && c[..4] == [backend, path, operation, conc])
+                .unwrap_or_else(|| {
+                    panic!("no {backend} {path} {operation} row at {conc}:\n{stdout}")
+                });
+            let to_raw_etcd: f64 = row[6].parse().unwrap();
+            assert!(to_raw_etcd > 0.0, "{row:?}");
+            if path == "http" {
+                let to_store: f64 = row[5].parse().unwrap();
+                assert!(to_store > 0.0, "{row:?}");
+            }
+        }
+    }
+    for backend in ["etcd", "embedded"] {
+        for operation in ["create", "update"] {
+            let goal = format!("goal: {backend} {operation} over HTTP at concurrency 4 >= 0.50");
+            assert!(stdout.contains(&goal), "no {goal:?}:\n{stdout}");
+        }
+    }
+    assert!(
+        stdout.contains("watch fan-out: 20 watchers, 5 updates"),
+        "{stdout}"
+    );
+    for backend in ["etcd", "embedded"] {
+        let row = rows
+            .iter()
+            .find(|c| c.first() == Some(&backend) && c.len() == 12)
+            .unwrap_or_else(|| panic!("no fan-out row for {backend}:\n{stdout}"));
+        assert_eq!(
+            row[1..3],
+            ["100", "0"],
+            "every watcher gets every event: {row:?}"
+        );
+        let percentiles: Vec<f64> = row[3..7].iter().map(|p| p.parse().unwrap()).collect();
+        assert!(
+            percentiles.windows(2).all(|w| w[0] <= w[1]) && percentiles[0] > 0.0,
+            "p50 <= p90 <= p99 <= max: {row:?}"
+        );
+    }
+}
+
+#[test]
 fn up_serves_the_example_app_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");

@@ -4,6 +4,7 @@
 //! authenticate, authorize, then answer it. Errors are [`ApiError`]s, answered as
 //! Kubernetes `Status` objects.
 
+mod bench;
 mod body;
 mod discovery;
 mod dispatch;
@@ -27,6 +28,9 @@ use crate::status::ApiError;
 use crate::storage::{InstrumentedStore, Store, StoreError};
 use crate::watch_cache::WatchCache;
 
+pub use bench::{
+    ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
+};
 pub use metrics::{Metrics, StoreMetrics};
 
 /// How the server behaves.
