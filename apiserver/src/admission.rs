@@ -25,7 +25,7 @@ pub fn validator(kind: &str) -> Option<fn(&Value) -> Vec<FieldError>> {
 }
 
 fn typed<K: DeserializeOwned + Validate>(object: &Value) -> Vec<FieldError> {
-    match serde_json::from_value::<K>(object.clone()) {
+    match K::deserialize(object) {
         Ok(typed) => typed.validate(),
         Err(err) => vec![FieldError::invalid("", "", err.to_string())],
     }

@@ -5,7 +5,7 @@
 //! events, with no gap: it subscribes under the same lock the cache takes to append.
 //! A revision older than the window is `Gone` (410); the client relists.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -99,6 +99,20 @@ impl CachedEvent {
     }
 }
 
+fn object_id(object: &Value) -> String {
+    let field = |f: &str| {
+        object
+            .pointer(f)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    format!(
+        "{}/{}",
+        field("/metadata/namespace"),
+        field("/metadata/name")
+    )
+}
+
 /// One line of a watch response: `{"type":"ADDED","object":{...}}\n`.
 pub fn encode_line(event_type: &str, object: &Value) -> Bytes {
     let mut line =
@@ -109,6 +123,9 @@ pub fn encode_line(event_type: &str, object: &Value) -> Bytes {
 
 struct Window {
     events: VecDeque<Arc<CachedEvent>>,
+    /// The newest state of every object changed since the cache started, by
+    /// `namespace/name` (`/name` when cluster-scoped).
+    objects: HashMap<String, Arc<Value>>,
     /// Watches after this revision can be served.
     oldest: Revision,
     /// The revision of the newest change seen.
@@ -146,6 +163,7 @@ impl WatchCache {
             capacity: capacity.max(16),
             window: RwLock::new(Window {
                 events: VecDeque::new(),
+                objects: HashMap::new(),
                 oldest: revision,
                 latest: revision,
                 live: broadcast::channel(4096).0,
@@ -164,6 +182,22 @@ impl WatchCache {
     /// The revision of the newest change seen.
     pub fn latest(&self) -> Revision {
         self.window.read().expect("watch cache lock").latest
+    }
+
+    /// The object at exactly `revision`, if that is its newest state the cache has seen.
+    /// Saves a store read when a client updates what it last read.
+    pub fn object_at(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        revision: Revision,
+    ) -> Option<Arc<Value>> {
+        let window = self.window.read().expect("watch cache lock");
+        let object = window
+            .objects
+            .get(&format!("{}/{name}", namespace.unwrap_or_default()))?;
+        let rv = object.pointer("/metadata/resourceVersion")?.as_str()?;
+        (rv.parse::<Revision>().ok()? == revision).then(|| object.clone())
     }
 
     /// The events after `revision` still in the window, and a receiver of every later
@@ -229,6 +263,12 @@ impl WatchCache {
             return;
         }
         window.latest = event.revision;
+        let id = object_id(&event.object);
+        if event.deleted {
+            window.objects.remove(&id);
+        } else {
+            window.objects.insert(id, event.object.clone());
+        }
         window.events.push_back(event.clone());
         while window.events.len() > self.capacity {
             if let Some(dropped) = window.events.pop_front() {
@@ -242,6 +282,7 @@ impl WatchCache {
     fn reset(&self, revision: Revision) {
         let mut window = self.window.write().expect("watch cache lock");
         window.events.clear();
+        window.objects.clear();
         window.oldest = revision;
         window.latest = revision;
         // Dropping the old sender ends every live watch.

@@ -21,7 +21,7 @@ use crate::patch::{
 };
 use crate::schema;
 use crate::status::{ApiError, Subject};
-use crate::storage::{KeyValue, StoreError};
+use crate::storage::{Revision, StoreError};
 
 impl Call {
     /// The field manager: `fieldManager`, else the client's name from its User-Agent.
@@ -148,11 +148,22 @@ pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
             )],
         });
     };
-    let (kv, old) = call.load().await?;
-    if sent != kv.mod_revision {
+    // The watch cache usually holds exactly the version the client sent: no store read.
+    let cached = call
+        .state
+        .cache(&call.rt)?
+        .object_at(call.namespace(), call.name(), sent);
+    let (revision, old) = match cached {
+        Some(old) => (sent, Value::clone(&old)),
+        None => {
+            let (kv, old) = call.load().await?;
+            (kv.mod_revision, old)
+        }
+    };
+    if sent != revision {
         return Err(conflict(call));
     }
-    let object = commit_update(call, &kv, &old, object).await?;
+    let object = commit_update(call, revision, &old, object).await?;
     Ok(json_with_warnings(StatusCode::OK, &object, &warnings))
 }
 
@@ -167,11 +178,11 @@ fn conflict(call: &Call) -> ApiError {
     )
 }
 
-/// Writes `new` over `old` (read at `kv`): server fields, validation, finalizer
-/// completion, no-op detection, managed fields, compare-and-swap.
+/// Writes `new` over `old` (the version at `revision`): server fields, validation,
+/// finalizer completion, no-op detection, managed fields, compare-and-swap.
 async fn commit_update(
     call: &Call,
-    kv: &KeyValue,
+    revision: Revision,
     old: &Value,
     mut new: Value,
 ) -> Result<Value, ApiError> {
@@ -183,7 +194,7 @@ async fn commit_update(
         });
     }
     admit(call, &new, call.name())?;
-    set_resource_version(&mut new, kv.mod_revision);
+    set_resource_version(&mut new, revision);
     if new == *old {
         return Ok(new); // nothing to write: the resourceVersion stays
     }
@@ -194,7 +205,7 @@ async fn commit_update(
     if is_deleting(&new) && finalizers(&new).is_empty() {
         // The last finalizer is gone: the object goes.
         store
-            .delete(&call.key(), Some(kv.mod_revision))
+            .delete(&call.key(), Some(revision))
             .await
             .map_err(|e| ApiError::from_store(e, call.subject()))?;
         return Ok(new);
@@ -207,7 +218,7 @@ async fn commit_update(
         &crate::object_meta::now(),
     );
     let written = store
-        .update(&call.key(), to_store(&new), kv.mod_revision)
+        .update(&call.key(), to_store(&new), revision)
         .await
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
     from_store(&written)
@@ -274,7 +285,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             return Err(conflict(call));
         }
         set_resource_version(&mut new, kv.mod_revision);
-        match commit_update(call, &kv, &old, new).await {
+        match commit_update(call, kv.mod_revision, &old, new).await {
             Err(ApiError::Conflict { .. }) if pinned.is_none() => continue,
             Ok(object) => return Ok(json_with_warnings(StatusCode::OK, &object, &warnings)),
             Err(err) => return Err(err),
