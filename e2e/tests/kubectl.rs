@@ -290,6 +290,27 @@ async fn selectors_filter(backend: Backend) {
         ["install.outpost.dev/globex"]
     );
     assert_eq!(names(&["--field-selector", "spec.app=shopfront"]).len(), 2);
+    // All namespaces: the objects of another namespace show too, with their namespace.
+    let other = cp.scratch().join("other-ns.yaml");
+    let text = std::fs::read_to_string(manifests().join("installs.yaml"))
+        .unwrap()
+        .replace("name: acme", "name: initech");
+    std::fs::write(&other, text).unwrap();
+    kubectl.ok(&["apply", "-n", "team-b", "-f", other.to_str().unwrap()]);
+    let all = kubectl.ok(&["get", "installs", "-A"]);
+    assert!(
+        all.lines().next().unwrap().starts_with("NAMESPACE"),
+        "{all}"
+    );
+    assert!(
+        all.contains("team-b") && all.contains("initech") && all.contains("acme"),
+        "{all}"
+    );
+    assert_eq!(
+        names(&[]).len(),
+        2,
+        "the default namespace still has its two"
+    );
     let bad = kubectl.run(&["get", "installs", "--field-selector", "spec.nope=x"]);
     assert!(
         !bad.ok && bad.stderr.contains("field label not supported"),
