@@ -196,7 +196,8 @@ impl Registry {
         Registry::default()
     }
 
-    /// The registry with every Outpost kind.
+    /// The registry with every Outpost kind, and `coordination.k8s.io/v1` Leases for
+    /// controllers' leader election.
     pub fn outpost() -> Self {
         let mut registry = Registry::new();
         for crd in outpost_api::crds() {
@@ -206,6 +207,13 @@ impl Registry {
                 registry.register(rt);
             }
         }
+        registry.register(ResourceType::schemaless(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            true,
+        ));
         registry
     }
 
