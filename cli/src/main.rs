@@ -1,6 +1,7 @@
 //! `outpost`: the control plane's processes and the command-line verbs.
 
 mod bench;
+mod client;
 mod manifests;
 mod server;
 mod up;

@@ -66,7 +66,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     if args.manifests.is_dir() {
         let documents = manifests::read_dir(&args.manifests)?;
-        let client = client(&kubeconfig).await?;
+        let client = crate::client::from_kubeconfig(&kubeconfig).await?;
         let applied = manifests::apply(
             &client,
             &Registry::outpost(),
@@ -122,11 +122,4 @@ fn write_kubeconfig(dir: &Path, url: &str, ca_data: &str, token: &str) -> anyhow
     );
     std::fs::write(&path, config).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(std::fs::canonicalize(&path)?)
-}
-
-/// A client configured from a kubeconfig file.
-pub async fn client(kubeconfig: &Path) -> anyhow::Result<kube_client::Client> {
-    let file = kube_client::config::Kubeconfig::read_from(kubeconfig)?;
-    let config = kube_client::Config::from_custom_kubeconfig(file, &Default::default()).await?;
-    Ok(kube_client::Client::try_from(config)?)
 }

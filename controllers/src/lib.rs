@@ -2,3 +2,4 @@
 //! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
 //! share (templates, the role precedence chain, app validation, install stacks).
 pub mod leader;
+pub mod run;

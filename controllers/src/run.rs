@@ -1,0 +1,51 @@
+//! The controllers process: take part in the leader election and, while leader, run
+//! every controller; stop them as soon as leadership is lost.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube_client::Client;
+use tokio::task::JoinHandle;
+
+use crate::leader::{Election, Role};
+
+/// Starts the controllers; the future runs until they stop.
+pub type Start = Box<dyn Fn(Client) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Runs `start` while this replica leads `election`, until `shutdown` completes.
+pub async fn run_while_leader(
+    client: Client,
+    election: Election,
+    start: Start,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut running: Option<JoinHandle<()>> = None;
+    loop {
+        let role = election.round(&client).await;
+        match (&role, running.is_some()) {
+            (Ok(Role::Leader), false) => {
+                tracing::info!(identity = %election.identity, "became leader; starting controllers");
+                running = Some(tokio::spawn(start(client.clone())));
+            }
+            (Ok(Role::Follower), true) | (Err(_), true) => {
+                tracing::warn!(identity = %election.identity, "lost leadership; stopping controllers");
+                if let Some(handle) = running.take() {
+                    handle.abort();
+                }
+            }
+            _ => {}
+        }
+        if let Err(err) = role {
+            tracing::warn!(error = %err, "leader election round failed");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(election.retry_period().max(Duration::from_millis(200))) => {}
+            _ = &mut shutdown => break,
+        }
+    }
+    if let Some(handle) = running.take() {
+        handle.abort();
+    }
+}
