@@ -1,3 +1,9 @@
 //! Outpost's controllers: independent reconcilers, one concern each, built on
 //! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
 //! share (templates, the role precedence chain, app validation, install stacks).
+
+pub mod app_objects;
+pub mod template;
+
+pub use app_objects::AppObjects;
+pub use template::{InstallOutputs, Reference, TemplateContext, TemplateError, references};
