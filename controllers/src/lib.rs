@@ -3,7 +3,9 @@
 //! share (templates, the role precedence chain, app validation, install stacks).
 
 pub mod app_objects;
+pub mod graph;
 pub mod template;
 
 pub use app_objects::AppObjects;
+pub use graph::{ComponentGraph, Cycle};
 pub use template::{InstallOutputs, Reference, TemplateContext, TemplateError, references};
