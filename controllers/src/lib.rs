@@ -4,8 +4,10 @@
 
 pub mod app_objects;
 pub mod graph;
+pub mod role_chain;
 pub mod template;
 
 pub use app_objects::AppObjects;
 pub use graph::{ComponentGraph, Cycle};
+pub use role_chain::{RoleError, resolve_role};
 pub use template::{InstallOutputs, Reference, TemplateContext, TemplateError, references};
