@@ -2,11 +2,13 @@
 //! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
 //! share (templates, the role precedence chain, app validation, install stacks).
 
+pub mod app_check;
 pub mod app_objects;
 pub mod graph;
 pub mod role_chain;
 pub mod template;
 
+pub use app_check::{Problem, check_app, release_hash};
 pub use app_objects::AppObjects;
 pub use graph::{ComponentGraph, Cycle};
 pub use role_chain::{RoleError, resolve_role};
