@@ -5,6 +5,7 @@
 pub mod app_check;
 pub mod app_objects;
 pub mod graph;
+pub mod reference;
 pub mod role_chain;
 pub mod template;
 
