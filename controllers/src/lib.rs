@@ -1,5 +1,19 @@
 //! Outpost's controllers: independent reconcilers, one concern each, built on
-//! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
+//! `kube_client::runtime::Controller` against Outpost's API server, and the pure logic they
 //! share (templates, the role precedence chain, app validation, install stacks).
+
+pub mod app_check;
+pub mod app_controller;
+pub mod app_objects;
+pub mod graph;
 pub mod leader;
+pub mod reference;
+pub mod role_chain;
 pub mod run;
+pub mod template;
+
+pub use app_check::{Problem, check_app, release_hash};
+pub use app_objects::AppObjects;
+pub use graph::{ComponentGraph, Cycle};
+pub use role_chain::{RoleError, resolve_role};
+pub use template::{InstallOutputs, Reference, TemplateContext, TemplateError, references};
