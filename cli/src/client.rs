@@ -26,7 +26,9 @@ impl Connection {
     pub async fn client(&self) -> anyhow::Result<kube_client::Client> {
         if let Some(server) = &self.server {
             let mut config = kube_client::Config::new(
-                server.parse().with_context(|| format!("--server {server:?} is not a URL"))?,
+                server
+                    .parse()
+                    .with_context(|| format!("--server {server:?} is not a URL"))?,
             );
             config.auth_info.token = self.token.clone().map(Into::into);
             if let Some(ca) = &self.certificate_authority {
@@ -34,10 +36,9 @@ impl Connection {
             }
             return Ok(kube_client::Client::try_from(config)?);
         }
-        let path = self
-            .kubeconfig
-            .clone()
-            .context("no API server given: pass --server and --token, or --kubeconfig (or set KUBECONFIG)")?;
+        let path = self.kubeconfig.clone().context(
+            "no API server given: pass --server and --token, or --kubeconfig (or set KUBECONFIG)",
+        )?;
         from_kubeconfig(&path).await
     }
 }
@@ -52,7 +53,8 @@ pub async fn from_kubeconfig(path: &Path) -> anyhow::Result<kube_client::Client>
 
 fn pem_to_der(path: &Path) -> anyhow::Result<Vec<u8>> {
     use base64::Engine as _;
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
     base64::engine::general_purpose::STANDARD
         .decode(body)

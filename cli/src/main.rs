@@ -2,6 +2,7 @@
 
 mod bench;
 mod client;
+mod controllers;
 mod manifests;
 mod server;
 mod up;
@@ -22,6 +23,8 @@ enum Command {
     Up(up::UpArgs),
     /// Run the API server (what the Helm chart runs), on etcd or the embedded store.
     Server(server::ServerArgs),
+    /// Run the controllers against an API server; replicas elect one leader.
+    Controllers(controllers::ControllersArgs),
     /// Measure Outpost against baselines measured in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -38,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,
         Command::Server(args) => server::run(args).await,
+        Command::Controllers(args) => controllers::run(args).await,
         Command::Bench(command) => bench::run(command).await,
     }
 }

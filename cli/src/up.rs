@@ -10,6 +10,9 @@ use outpost_apiserver::server::{ApiServer, ServerConfig};
 use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore};
 use outpost_apiserver::tls::SelfSigned;
 
+use outpost_controllers::leader::Election;
+use outpost_controllers::run::{all_controllers, run_while_leader};
+
 use crate::manifests;
 use crate::server::shutdown_signal;
 
@@ -80,6 +83,26 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             args.manifests.display()
         );
     }
+    // The controllers run in-process, electing themselves leader of this data dir.
+    let controllers = {
+        let client = crate::client::from_kubeconfig(&kubeconfig).await?;
+        let election = Election::new(
+            "default",
+            "outpost-controllers",
+            &crate::controllers::default_identity(),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run_while_leader(
+            client,
+            election,
+            all_controllers(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        (stop, task)
+    };
+    println!("outpost: controllers running");
     println!("outpost: API server at {url}");
     println!("outpost: admin token {admin_token}");
     println!(
@@ -88,6 +111,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     println!("outpost: press Ctrl-C to stop");
     shutdown_signal().await;
+    let _ = controllers.0.send(());
+    let _ = controllers.1.await;
     let _ = stop.send(());
     serving.await??;
     println!("outpost: stopped");

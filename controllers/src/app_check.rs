@@ -90,7 +90,10 @@ pub fn release_hash(
     actions: &[outpost_api::Action],
     operation_roles: &[outpost_api::OperationRole],
 ) -> String {
-    fn sorted<K: kube_client::Resource, S: Serialize>(objects: &[K], spec: impl Fn(&K) -> &S) -> Value {
+    fn sorted<K: kube_client::Resource, S: Serialize>(
+        objects: &[K],
+        spec: impl Fn(&K) -> &S,
+    ) -> Value {
         let mut named: Vec<(&str, Value)> = objects
             .iter()
             .map(|o| {

@@ -31,18 +31,27 @@ struct Context {
 
 /// Runs the App controller until the stream ends.
 pub async fn run(client: Client) {
-    let ctx = Arc::new(Context { client: client.clone() });
-    let to_app = |app: String, namespace: Option<String>| Some(ObjectRef::new(&app).within(&namespace?));
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+    });
+    let to_app =
+        |app: String, namespace: Option<String>| Some(ObjectRef::new(&app).within(&namespace?));
     Controller::new(Api::<App>::all(client.clone()), watcher::Config::default())
-        .watches(Api::<Component>::all(client.clone()), watcher::Config::default(), move |c| {
-            to_app(c.spec.app.clone(), c.namespace())
-        })
-        .watches(Api::<AppAction>::all(client.clone()), watcher::Config::default(), move |a| {
-            to_app(a.spec.app.clone(), a.namespace())
-        })
-        .watches(Api::<OperationRole>::all(client), watcher::Config::default(), move |r| {
-            to_app(r.spec.app.clone(), r.namespace())
-        })
+        .watches(
+            Api::<Component>::all(client.clone()),
+            watcher::Config::default(),
+            move |c| to_app(c.spec.app.clone(), c.namespace()),
+        )
+        .watches(
+            Api::<AppAction>::all(client.clone()),
+            watcher::Config::default(),
+            move |a| to_app(a.spec.app.clone(), a.namespace()),
+        )
+        .watches(
+            Api::<OperationRole>::all(client),
+            watcher::Config::default(),
+            move |r| to_app(r.spec.app.clone(), r.namespace()),
+        )
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {
@@ -56,9 +65,18 @@ async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, AppError>
     let namespace = app.namespace().unwrap_or_default();
     let name = app.name_any();
     let of_app = ListParams::default().fields(&format!("spec.app={name}"));
-    let components = Api::<Component>::namespaced(ctx.client.clone(), &namespace).list(&of_app).await?.items;
-    let actions = Api::<AppAction>::namespaced(ctx.client.clone(), &namespace).list(&of_app).await?.items;
-    let roles = Api::<OperationRole>::namespaced(ctx.client.clone(), &namespace).list(&of_app).await?.items;
+    let components = Api::<Component>::namespaced(ctx.client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
+    let actions = Api::<AppAction>::namespaced(ctx.client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
+    let roles = Api::<OperationRole>::namespaced(ctx.client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
 
     let problems: Vec<String> = check_app(&AppObjects {
         app: &app,
@@ -78,8 +96,22 @@ async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, AppError>
         problems.join("; ")
     };
     let conditions = vec![
-        condition(&previous, "Ready", ready, if ready { "Valid" } else { "Invalid" }, &message, &app),
-        condition(&previous, "Invalid", !ready, if ready { "Valid" } else { "Invalid" }, &message, &app),
+        condition(
+            &previous,
+            "Ready",
+            ready,
+            if ready { "Valid" } else { "Invalid" },
+            &message,
+            &app,
+        ),
+        condition(
+            &previous,
+            "Invalid",
+            !ready,
+            if ready { "Valid" } else { "Invalid" },
+            &message,
+            &app,
+        ),
     ];
     let status = AppStatus {
         conditions,
@@ -88,14 +120,25 @@ async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, AppError>
     };
     if app.status.as_ref() != Some(&status) {
         Api::<App>::namespaced(ctx.client.clone(), &namespace)
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": status})))
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"status": status})),
+            )
             .await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
 /// A condition, keeping its last transition time when its status did not change.
-fn condition(previous: &AppStatus, type_: &str, value: bool, reason: &str, message: &str, app: &App) -> Condition {
+fn condition(
+    previous: &AppStatus,
+    type_: &str,
+    value: bool,
+    reason: &str,
+    message: &str,
+    app: &App,
+) -> Condition {
     let status = if value { "True" } else { "False" };
     let unchanged = previous
         .conditions

@@ -49,3 +49,12 @@ pub async fn run_while_leader(
         handle.abort();
     }
 }
+
+/// Every controller this crate has, run together until they all stop.
+pub fn all_controllers() -> Start {
+    Box::new(|client| {
+        Box::pin(async move {
+            crate::app_controller::run(client).await;
+        })
+    })
+}

@@ -161,6 +161,20 @@ impl ControlPlane {
         self.child = child;
     }
 
+    /// Starts an `outpost controllers` replica as the admin, named `identity`; it stops
+    /// (SIGKILL) when the returned process is dropped.
+    pub fn start_controllers(&self, identity: &str) -> Process {
+        let child = Command::new(outpost_binary())
+            .args(["controllers", "--identity", identity, "--kubeconfig"])
+            .arg(self.kubeconfig(&self.admin_token))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("outpost controllers starts");
+        Process(child)
+    }
+
     /// A kubeconfig for `token`, written into the control plane's temp dir.
     pub fn kubeconfig(&self, token: &str) -> PathBuf {
         let path = self.dir.path().join(format!("kubeconfig-{}", &token[..8]));
@@ -209,6 +223,23 @@ impl ControlPlane {
     /// A scratch directory that lives as long as the control plane.
     pub fn scratch(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// A child process killed (SIGKILL) when dropped.
+pub struct Process(Child);
+
+impl Process {
+    /// Kills the process now.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 

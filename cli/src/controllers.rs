@@ -1,0 +1,40 @@
+//! `outpost controllers`: the controllers process (what the Helm chart runs, and what
+//! `outpost up` runs in-process). Replicas elect one leader through a Lease.
+
+use outpost_controllers::leader::Election;
+use outpost_controllers::run::{all_controllers, run_while_leader};
+
+use crate::client::Connection;
+use crate::server::shutdown_signal;
+
+/// Arguments of `outpost controllers`.
+#[derive(clap::Args)]
+pub struct ControllersArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// Namespace of the leader-election Lease `outpost-controllers`.
+    #[arg(long, default_value = "default")]
+    lease_namespace: String,
+    /// This replica's identity in the election (default: host name and process id).
+    #[arg(long)]
+    identity: Option<String>,
+}
+
+/// Runs the controllers while this replica leads, until SIGINT or SIGTERM.
+pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
+    let client = args.connection.client().await?;
+    let identity = args.identity.unwrap_or_else(default_identity);
+    println!("outpost: controllers running as {identity}");
+    let election = Election::new(&args.lease_namespace, "outpost-controllers", &identity);
+    run_while_leader(client, election, all_controllers(), shutdown_signal()).await;
+    println!("outpost: controllers stopped");
+    Ok(())
+}
+
+/// `HOST-PID`.
+pub fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "outpost".into());
+    format!("{host}-{}", std::process::id())
+}

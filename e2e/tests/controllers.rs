@@ -1,0 +1,114 @@
+//! `outpost controllers` against `outpost server`: replicas elect one leader; the App
+//! controller validates apps as a whole and records the release.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use outpost_e2e::{Backend, ControlPlane, Kubectl, on_both_backends};
+
+on_both_backends!(app_controller_marks_apps_ready_or_invalid_and_fails_over);
+
+fn manifests() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
+}
+
+fn eventually(
+    kubectl: &Kubectl,
+    args: &[&str],
+    want: impl Fn(&str) -> bool,
+    limit: Duration,
+) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let run = kubectl.run(args);
+        if run.ok && want(&run.stdout) {
+            return run.stdout;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl {} never matched; last: {run:?}",
+            args.join(" ")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const READY: &[&str] = &[
+    "get",
+    "app",
+    "shopfront",
+    "-o",
+    r#"jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.release}"#,
+];
+const HOLDER: &[&str] = &[
+    "get",
+    "leases.coordination.k8s.io",
+    "outpost-controllers",
+    "-o",
+    "jsonpath={.spec.holderIdentity}",
+];
+
+async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let kubectl = cp.kubectl();
+    let mut first = cp.start_controllers("replica-a");
+    let leader = eventually(
+        &kubectl,
+        HOLDER,
+        |h| h == "replica-a",
+        Duration::from_secs(30),
+    );
+    let _second = cp.start_controllers("replica-b");
+    assert_eq!(leader, "replica-a");
+
+    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let ready = eventually(
+        &kubectl,
+        READY,
+        |s| s.starts_with("True sha256:"),
+        Duration::from_secs(30),
+    );
+    let release = ready.split_whitespace().nth(1).unwrap().to_owned();
+
+    // A component depending on a component that does not exist makes the app Invalid.
+    let broken = cp.scratch().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "apiVersion: outpost.dev/v1alpha1\nkind: Component\nmetadata:\n  name: worker\nspec:\n  app: shopfront\n  type: job\n  job:\n    image: busybox\n  dependencies: [queue]\n",
+    )
+    .unwrap();
+    kubectl.ok(&["apply", "-f", broken.to_str().unwrap()]);
+    let invalid = eventually(
+        &kubectl,
+        &[
+            "get",
+            "app",
+            "shopfront",
+            "-o",
+            r#"jsonpath={.status.conditions[?(@.type=="Invalid")].message}"#,
+        ],
+        |m| m.contains("queue"),
+        Duration::from_secs(30),
+    );
+    assert!(invalid.contains("Component/worker"), "{invalid}");
+
+    // The leader dies; the other replica takes over (the lease lasts 15 s) and keeps working.
+    first.kill();
+    eventually(
+        &kubectl,
+        HOLDER,
+        |h| h == "replica-b",
+        Duration::from_secs(40),
+    );
+    kubectl.ok(&["delete", "component", "worker"]);
+    let ready = eventually(
+        &kubectl,
+        READY,
+        |s| s.starts_with("True "),
+        Duration::from_secs(30),
+    );
+    assert!(
+        ready.ends_with(&release),
+        "the release is back to what it was: {ready} vs {release}"
+    );
+}
