@@ -5,6 +5,7 @@
 pub mod app_check;
 pub mod app_controller;
 pub mod app_objects;
+pub mod plan_gate;
 pub mod graph;
 pub mod leader;
 pub mod reference;
