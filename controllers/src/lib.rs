@@ -1,13 +1,14 @@
 //! Outpost's controllers: independent reconcilers, one concern each, built on
-//! `kube_client::runtime::Controller` against Outpost's API server, and the pure logic they
+//! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
 //! share (templates, the role precedence chain, app validation, install stacks).
 
 pub mod app_check;
 pub mod app_controller;
 pub mod app_objects;
-pub mod plan_gate;
 pub mod graph;
+pub mod install_stack;
 pub mod leader;
+pub mod plan_gate;
 pub mod reference;
 pub mod role_chain;
 pub mod run;

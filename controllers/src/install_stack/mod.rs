@@ -1,0 +1,16 @@
+#![doc = include_str!("README.md")]
+
+mod logical_id;
+mod render;
+mod roles;
+mod runner;
+mod secrets;
+mod stack_template;
+
+pub use render::{
+    RenderRoleName, StackError, StackOptions, render_install_stack, role_external_id,
+};
+pub use runner::{RUNNER_STATE_DIR, SERVER_URL_PATTERN, TOKEN_PATTERN};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! The runner VM: its parameters, instance role and profile, an egress-only
+//! security group and the instance that starts `outpost runner`.
+
+use super::render::{StackContext, StackError, StackOptions};
+use super::stack_template::StackTemplate;
+use outpost_api::RunnerSettings;
+use serde_json::{Value, json};
+
+/// Where the runner keeps its state on the VM (`--state-dir`).
+pub const RUNNER_STATE_DIR: &str = "/var/lib/outpost";
+
+/// `AllowedPattern` of the `ServerUrl` parameter: an https URL of characters
+/// that need no quoting in a shell or a systemd unit.
+pub const SERVER_URL_PATTERN: &str = "^https://[A-Za-z0-9.:/_~%-]+$";
+
+/// `AllowedPattern` of the `RunnerToken` parameter: base64 and URL-safe
+/// characters, which need no quoting in a shell or a systemd unit.
+pub const TOKEN_PATTERN: &str = "^[A-Za-z0-9._~+/=-]+$";
+
+pub(super) const SERVER_URL_PARAMETER: &str = "ServerUrl";
+pub(super) const RUNNER_ROLE: &str = "RunnerInstanceRole";
+const GROUP: &str = "Runner";
+const DEFAULT_INSTANCE_TYPE: &str = "t3.small";
+
+/// Whether `url` matches [`SERVER_URL_PATTERN`].
+pub(super) fn is_safe_server_url(url: &str) -> bool {
+    url.strip_prefix("https://").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".:/_~%-".contains(&b))
+    })
+}
+
+/// Adds the runner's parameters, first in the console.
+pub(super) fn add_parameters(
+    stack: &mut StackTemplate,
+    options: &StackOptions,
+    settings: &RunnerSettings,
+) -> Result<(), StackError> {
+    let owner = "the runner";
+    let instance_type = settings
+        .instance_type
+        .as_deref()
+        .unwrap_or(DEFAULT_INSTANCE_TYPE);
+    let parameters = [
+        (
+            SERVER_URL_PARAMETER,
+            json!({
+                "Type": "String",
+                "Default": options.server_url,
+                "AllowedPattern": SERVER_URL_PATTERN,
+                "Description": "URL of the vendor's Outpost control plane the runner dials",
+            }),
+        ),
+        (
+            "RunnerToken",
+            json!({
+                "Type": "String",
+                "NoEcho": true,
+                "MinLength": 16,
+                "AllowedPattern": TOKEN_PATTERN,
+                "Description": "The runner's token, given to you by the vendor",
+            }),
+        ),
+        (
+            "RunnerAmiId",
+            json!({
+                "Type": "AWS::EC2::Image::Id",
+                "Description": "AMI of the runner VM; it must have `outpost` on its PATH",
+            }),
+        ),
+        (
+            "RunnerInstanceType",
+            json!({
+                "Type": "String",
+                "Default": instance_type,
+                "Description": "EC2 instance type of the runner VM",
+            }),
+        ),
+        (
+            "VpcId",
+            json!({
+                "Type": "AWS::EC2::VPC::Id",
+                "Description": "VPC of the runner VM",
+            }),
+        ),
+        (
+            "RunnerSubnetId",
+            json!({
+                "Type": "AWS::EC2::Subnet::Id",
+                "Description": "Subnet of the runner VM, in the VPC; it needs outbound HTTPS",
+            }),
+        ),
+    ];
+    for (id, parameter) in parameters {
+        stack.parameter(GROUP, id, owner, parameter)?;
+    }
+    Ok(())
+}
+
+/// Adds the runner's resources and outputs. `role_names` are the rendered
+/// names of the declared roles, `secret_ids` the logical ids of the secrets.
+pub(super) fn add_runner(
+    stack: &mut StackTemplate,
+    context: &StackContext<'_>,
+    role_names: &[String],
+    secret_ids: &[String],
+) -> Result<(), StackError> {
+    let owner = "the runner";
+    let mut statements = Vec::new();
+    if !role_names.is_empty() {
+        // By name, not `Fn::GetAtt`: the roles trust this role, so referring
+        // to them here would be a dependency cycle. Disabled roles do not
+        // exist, so allowing them grants nothing.
+        let arns: Vec<Value> = role_names
+            .iter()
+            .map(|name| {
+                json!({"Fn::Sub": format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role/{name}")})
+            })
+            .collect();
+        statements.push(json!({
+            "Sid": "AssumeInstallRoles",
+            "Effect": "Allow",
+            "Action": "sts:AssumeRole",
+            "Resource": arns,
+        }));
+    }
+    if !secret_ids.is_empty() {
+        let arns: Vec<Value> = secret_ids.iter().map(|id| json!({"Ref": id})).collect();
+        statements.push(json!({
+            "Sid": "ReadInstallSecrets",
+            "Effect": "Allow",
+            "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            "Resource": arns,
+        }));
+    }
+    let mut role_properties = serde_json::Map::new();
+    role_properties.insert(
+        "AssumeRolePolicyDocument".into(),
+        json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Allow",
+                "Principal": {"Service": "ec2.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }],
+        }),
+    );
+    role_properties.insert(
+        "Description".into(),
+        json!(format!(
+            "Outpost runner of install {}",
+            context.install_ref()
+        )),
+    );
+    if !statements.is_empty() {
+        role_properties.insert(
+            "Policies".into(),
+            json!([{
+                "PolicyName": "outpost-runner",
+                "PolicyDocument": {"Version": "2012-10-17", "Statement": statements},
+            }]),
+        );
+    }
+    role_properties.insert("Tags".into(), context.tags(&[]));
+    stack.resource(
+        RUNNER_ROLE,
+        owner,
+        json!({"Type": "AWS::IAM::Role", "Properties": role_properties}),
+    )?;
+    stack.resource(
+        "RunnerInstanceProfile",
+        owner,
+        json!({
+            "Type": "AWS::IAM::InstanceProfile",
+            "Properties": {"Roles": [{"Ref": RUNNER_ROLE}]},
+        }),
+    )?;
+    // Egress only: the runner listens on no port, so there is no ingress rule.
+    stack.resource(
+        "RunnerSecurityGroup",
+        owner,
+        json!({
+            "Type": "AWS::EC2::SecurityGroup",
+            "Properties": {
+                "GroupDescription": format!(
+                    "Outpost runner of install {}: outbound only", context.install_ref()
+                ),
+                "VpcId": {"Ref": "VpcId"},
+                "SecurityGroupEgress": [{
+                    "IpProtocol": "-1",
+                    "CidrIp": "0.0.0.0/0",
+                    "Description": "The runner dials the control plane and cloud APIs",
+                }],
+                "Tags": context.tags(&[]),
+            },
+        }),
+    )?;
+    stack.resource(
+        "RunnerInstance",
+        owner,
+        json!({
+            "Type": "AWS::EC2::Instance",
+            "Properties": {
+                "ImageId": {"Ref": "RunnerAmiId"},
+                "InstanceType": {"Ref": "RunnerInstanceType"},
+                "SubnetId": {"Ref": "RunnerSubnetId"},
+                "SecurityGroupIds": [{"Ref": "RunnerSecurityGroup"}],
+                "IamInstanceProfile": {"Ref": "RunnerInstanceProfile"},
+                "MetadataOptions": {"HttpTokens": "required"},
+                "UserData": {"Fn::Base64": {"Fn::Sub": user_data(context)}},
+                "Tags": context.tags(&[("Name", &format!("outpost-runner-{}", context.name))]),
+            },
+        }),
+    )?;
+    for (id, description, value) in [
+        (
+            "RunnerInstanceId",
+            "Instance id of the runner VM",
+            json!({"Ref": "RunnerInstance"}),
+        ),
+        (
+            "RunnerRoleArn",
+            "ARN of the runner's instance role, the only principal the install's roles trust",
+            json!({"Fn::GetAtt": [RUNNER_ROLE, "Arn"]}),
+        ),
+    ] {
+        stack.output(
+            id,
+            owner,
+            json!({"Description": description, "Value": value}),
+        )?;
+    }
+    Ok(())
+}
+
+/// The UserData script, for `Fn::Sub`: installs and starts `outpost runner`
+/// as a systemd service. `${ServerUrl}` and `${RunnerToken}` are substituted
+/// by CloudFormation; their `AllowedPattern`s keep them free of characters the
+/// shell or systemd would interpret. The script uses no `${` of its own.
+fn user_data(context: &StackContext<'_>) -> String {
+    let command = format!(
+        "outpost runner --server ${{ServerUrl}} --token ${{RunnerToken}} --install {} \
+         --state-dir {RUNNER_STATE_DIR}",
+        context.install_ref()
+    );
+    [
+        "#!/bin/bash".to_owned(),
+        "set -euo pipefail".to_owned(),
+        format!("install -d -m 0700 {RUNNER_STATE_DIR}"),
+        "umask 077".to_owned(),
+        "cat >/etc/systemd/system/outpost-runner.service <<'UNIT'".to_owned(),
+        "[Unit]".to_owned(),
+        "Description=Outpost runner".to_owned(),
+        "Wants=network-online.target".to_owned(),
+        "After=network-online.target".to_owned(),
+        "[Service]".to_owned(),
+        format!("ExecStart=/usr/bin/env {command}"),
+        "Restart=always".to_owned(),
+        "RestartSec=5".to_owned(),
+        "[Install]".to_owned(),
+        "WantedBy=multi-user.target".to_owned(),
+        "UNIT".to_owned(),
+        "systemctl daemon-reload".to_owned(),
+        "systemctl enable --now outpost-runner.service".to_owned(),
+        String::new(),
+    ]
+    .join("\n")
+}

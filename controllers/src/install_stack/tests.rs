@@ -1,0 +1,570 @@
+//! Renders the example App's stack and checks what a customer would see:
+//! parameters and their defaults, which resources each parameter setting
+//! creates (conditions evaluated here), trust, ingress and NoEcho.
+
+use super::*;
+use outpost_api::{App, Install, InstallStackSpec, content_hash, is_content_hash};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+const APP_YAML: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../manifests/app.yaml"
+));
+
+fn example_app() -> App {
+    serde_saphyr::from_str(APP_YAML).expect("manifests/app.yaml is an App")
+}
+
+fn install() -> Install {
+    serde_json::from_value(json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "Install",
+        "metadata": {"name": "acme", "namespace": "shop"},
+        "spec": {
+            "app": "shopfront",
+            "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"},
+        },
+    }))
+    .expect("a valid Install")
+}
+
+/// Stands in for the template engine: `{{ install.id }}` and
+/// `{{ install.name }}` become the install's name; anything else is an error.
+fn render_for(install: &Install) -> impl Fn(&str) -> Result<String, String> + use<> {
+    let name = install.metadata.name.clone().unwrap_or_default();
+    move |text: &str| {
+        let out = text
+            .replace("{{ install.id }}", &name)
+            .replace("{{ install.name }}", &name);
+        match out.find("{{") {
+            Some(at) => Err(format!("unknown expression at byte {at}")),
+            None => Ok(out),
+        }
+    }
+}
+
+fn options() -> StackOptions {
+    StackOptions {
+        server_url: "https://outpost.example.com".into(),
+    }
+}
+
+fn render(app: &App) -> Result<InstallStackSpec, StackError> {
+    let install = install();
+    render_install_stack(app, &install, &options(), &render_for(&install))
+}
+
+fn example_stack() -> Value {
+    render(&example_app())
+        .expect("the example renders")
+        .template
+}
+
+fn section<'a>(template: &'a Value, name: &str) -> &'a Map<String, Value> {
+    template[name]
+        .as_object()
+        .unwrap_or_else(|| panic!("template has a {name} section"))
+}
+
+/// A parameter's value: `set` if given there, else its `Default`.
+fn parameter_value(template: &Value, set: &BTreeMap<&str, &str>, name: &str) -> String {
+    if let Some(value) = set.get(name) {
+        return (*value).to_owned();
+    }
+    template["Parameters"][name]["Default"]
+        .as_str()
+        .unwrap_or_else(|| panic!("parameter {name} has no default and was not set"))
+        .to_owned()
+}
+
+/// Evaluates a condition expression as CloudFormation would.
+fn evaluate(template: &Value, set: &BTreeMap<&str, &str>, expression: &Value) -> bool {
+    let operand = |v: &Value| -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Object(o) if o.contains_key("Ref") => {
+                parameter_value(template, set, o["Ref"].as_str().expect("Ref is a name"))
+            }
+            other => panic!("unsupported operand {other}"),
+        }
+    };
+    let (function, args) = expression
+        .as_object()
+        .and_then(|o| o.iter().next())
+        .expect("a condition is a one-key object");
+    match function.as_str() {
+        "Fn::Equals" => operand(&args[0]) == operand(&args[1]),
+        "Fn::Not" => !evaluate(template, set, &args[0]),
+        "Fn::And" => args
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| evaluate(template, set, a)),
+        "Fn::Or" => args
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| evaluate(template, set, a)),
+        "Condition" => {
+            let name = args.as_str().expect("Condition names a condition");
+            evaluate(template, set, &template["Conditions"][name])
+        }
+        other => panic!("unsupported condition function {other}"),
+    }
+}
+
+/// The entries of `section_name` CloudFormation would create for the
+/// parameter values `set` (defaults elsewhere).
+fn created(template: &Value, section_name: &str, set: &[(&str, &str)]) -> BTreeSet<String> {
+    let set: BTreeMap<&str, &str> = set.iter().copied().collect();
+    section(template, section_name)
+        .iter()
+        .filter(|(_, entry)| match entry.get("Condition") {
+            None => true,
+            Some(Value::String(name)) => {
+                let expression = &template["Conditions"][name.as_str()];
+                assert!(!expression.is_null(), "condition {name} is defined");
+                evaluate(template, &set, expression)
+            }
+            Some(other) => panic!("Condition must be a name, got {other}"),
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+fn role_resources(ids: &BTreeSet<String>) -> BTreeSet<&str> {
+    ids.iter()
+        .map(String::as_str)
+        .filter(|id| id.starts_with("Role"))
+        .collect()
+}
+
+#[test]
+fn one_switch_per_role_with_defaults_by_type() {
+    let template = example_stack();
+    let parameters = section(&template, "Parameters");
+    let expected = [
+        ("EnableProvision", "true"),
+        ("EnableMaintenance", "true"),
+        ("EnableDeprovision", "true"),
+        ("EnableBreakGlass", "false"),
+        ("EnableEksUpgradeRole", "false"),
+    ];
+    for (name, default) in expected {
+        let parameter = &parameters[name];
+        assert_eq!(parameter["Type"], "String", "{name}");
+        assert_eq!(
+            parameter["AllowedValues"],
+            json!(["true", "false"]),
+            "{name}"
+        );
+        assert_eq!(parameter["Default"], default, "{name}");
+    }
+    let switches: BTreeSet<&str> = parameters
+        .keys()
+        .map(String::as_str)
+        .filter(|k| k.starts_with("Enable"))
+        .collect();
+    assert_eq!(switches, expected.iter().map(|(n, _)| *n).collect());
+
+    // Every role resource, its boundary and its output carry the role's condition.
+    let conditions = section(&template, "Conditions");
+    assert_eq!(conditions.len(), 5);
+    for key in [
+        "Provision",
+        "Maintenance",
+        "Deprovision",
+        "BreakGlass",
+        "EksUpgradeRole",
+    ] {
+        let condition = format!("Role{key}Enabled");
+        assert_eq!(
+            conditions[&condition],
+            json!({"Fn::Equals": [{"Ref": format!("Enable{key}")}, "true"]})
+        );
+        let role = &template["Resources"][format!("Role{key}")];
+        assert_eq!(role["Type"], "AWS::IAM::Role");
+        assert_eq!(role["Condition"], condition.as_str());
+        assert_eq!(
+            template["Outputs"][format!("Role{key}Arn")]["Condition"],
+            condition.as_str()
+        );
+    }
+}
+
+#[test]
+fn custom_role_enabled_by_default_defaults_to_true() {
+    let mut app = example_app();
+    let roles = &mut app.spec.permissions.as_mut().unwrap().roles;
+    roles[4].enabled_by_default = Some(true);
+    roles[0].enabled_by_default = Some(false);
+    let template = render(&app).unwrap().template;
+    assert_eq!(
+        template["Parameters"]["EnableEksUpgradeRole"]["Default"],
+        "true"
+    );
+    assert_eq!(
+        template["Parameters"]["EnableProvision"]["Default"],
+        "false"
+    );
+}
+
+#[test]
+fn flipping_a_switch_changes_which_roles_are_created() {
+    let template = example_stack();
+    let defaults = created(&template, "Resources", &[]);
+    assert_eq!(
+        role_resources(&defaults),
+        BTreeSet::from([
+            "RoleDeprovision",
+            "RoleMaintenance",
+            "RoleProvision",
+            "RoleProvisionBoundary",
+        ])
+    );
+
+    let with_upgrade = created(&template, "Resources", &[("EnableEksUpgradeRole", "true")]);
+    assert_eq!(
+        &with_upgrade - &defaults,
+        BTreeSet::from([
+            "RoleEksUpgradeRole".to_owned(),
+            "RoleEksUpgradeRoleBoundary".to_owned()
+        ])
+    );
+    let outputs = created(&template, "Outputs", &[("EnableEksUpgradeRole", "true")]);
+    assert!(outputs.contains("RoleEksUpgradeRoleArn"));
+    assert!(!created(&template, "Outputs", &[]).contains("RoleEksUpgradeRoleArn"));
+
+    let without_provision = created(
+        &template,
+        "Resources",
+        &[("EnableProvision", "false"), ("EnableBreakGlass", "true")],
+    );
+    assert_eq!(
+        role_resources(&without_provision),
+        BTreeSet::from(["RoleBreakGlass", "RoleDeprovision", "RoleMaintenance"])
+    );
+    // The runner and the secrets do not depend on any switch.
+    let everything_off = created(
+        &template,
+        "Resources",
+        &[
+            ("EnableProvision", "false"),
+            ("EnableMaintenance", "false"),
+            ("EnableDeprovision", "false"),
+        ],
+    );
+    assert_eq!(
+        everything_off,
+        BTreeSet::from(
+            [
+                "RunnerInstance",
+                "RunnerInstanceProfile",
+                "RunnerInstanceRole",
+                "RunnerSecurityGroup",
+                "SecretApiKey",
+                "SecretDbPassword",
+            ]
+            .map(String::from)
+        )
+    );
+}
+
+#[test]
+fn roles_trust_only_the_runner_role_with_the_external_id() {
+    let template = example_stack();
+    let role = &template["Resources"]["RoleEksUpgradeRole"]["Properties"];
+    assert_eq!(role["RoleName"], "acme-eks-upgrade-role");
+    let statements = role["AssumeRolePolicyDocument"]["Statement"]
+        .as_array()
+        .unwrap();
+    assert_eq!(statements.len(), 1);
+    assert_eq!(
+        statements[0]["Principal"],
+        json!({"AWS": {"Fn::GetAtt": ["RunnerInstanceRole", "Arn"]}})
+    );
+    assert_eq!(statements[0]["Action"], "sts:AssumeRole");
+    assert_eq!(
+        statements[0]["Condition"],
+        json!({"StringEquals": {"sts:ExternalId": "outpost:shop/acme"}})
+    );
+    assert_eq!(role_external_id(&install()).unwrap(), "outpost:shop/acme");
+
+    // The runner's role is assumed by EC2 only and may assume the declared roles.
+    let runner = &template["Resources"]["RunnerInstanceRole"]["Properties"];
+    assert_eq!(
+        runner["AssumeRolePolicyDocument"]["Statement"][0]["Principal"],
+        json!({"Service": "ec2.amazonaws.com"})
+    );
+    let assume = &runner["Policies"][0]["PolicyDocument"]["Statement"][0];
+    assert_eq!(assume["Action"], "sts:AssumeRole");
+    assert_eq!(assume["Resource"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        assume["Resource"][4],
+        json!({"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/acme-eks-upgrade-role"})
+    );
+}
+
+#[test]
+fn policies_and_boundaries_are_as_declared() {
+    let app = example_app();
+    let template = render(&app).unwrap().template;
+    let resources = &template["Resources"];
+    let maintenance = &app.spec.roles()[1];
+    let properties = &resources["RoleMaintenance"]["Properties"];
+    assert_eq!(properties["Policies"][0]["PolicyName"], "eks-deploy");
+    assert_eq!(
+        properties["Policies"][0]["PolicyDocument"],
+        maintenance.policies[0].document
+    );
+    assert_eq!(properties["Policies"][1]["PolicyName"], "rds-read");
+    assert_eq!(
+        properties["PermissionsBoundary"],
+        "arn:aws:iam::aws:policy/PowerUserAccess"
+    );
+
+    let provision = &resources["RoleProvision"]["Properties"];
+    assert_eq!(
+        provision["ManagedPolicyArns"],
+        json!(["arn:aws:iam::aws:policy/AdministratorAccess"])
+    );
+    assert_eq!(
+        provision["PermissionsBoundary"],
+        json!({"Ref": "RoleProvisionBoundary"})
+    );
+    let boundary = &resources["RoleProvisionBoundary"];
+    assert_eq!(boundary["Type"], "AWS::IAM::ManagedPolicy");
+    assert_eq!(boundary["Condition"], "RoleProvisionEnabled");
+    assert_eq!(
+        Some(&boundary["Properties"]["PolicyDocument"]),
+        app.spec.roles()[0]
+            .permissions_boundary
+            .as_ref()
+            .unwrap()
+            .document
+            .as_ref()
+    );
+    assert!(
+        resources["RoleDeprovision"]["Properties"]
+            .get("PermissionsBoundary")
+            .is_none()
+    );
+}
+
+#[test]
+fn the_runner_has_no_ingress() {
+    let template = example_stack();
+    let resources = section(&template, "Resources");
+    assert!(
+        resources
+            .values()
+            .all(|r| r["Type"] != "AWS::EC2::SecurityGroupIngress"),
+        "no ingress rule resource"
+    );
+    let groups: Vec<&Value> = resources
+        .values()
+        .filter(|r| r["Type"] == "AWS::EC2::SecurityGroup")
+        .collect();
+    assert_eq!(groups.len(), 1);
+    assert!(
+        groups[0]["Properties"]
+            .get("SecurityGroupIngress")
+            .is_none()
+    );
+    assert_eq!(
+        groups[0]["Properties"]["SecurityGroupEgress"][0]["IpProtocol"],
+        "-1"
+    );
+    assert_eq!(
+        resources["RunnerInstance"]["Properties"]["SecurityGroupIds"],
+        json!([{"Ref": "RunnerSecurityGroup"}])
+    );
+}
+
+#[test]
+fn the_runner_starts_with_a_no_echo_token() {
+    let stack = render(&example_app()).unwrap();
+    let template = &stack.template;
+    let token = &template["Parameters"]["RunnerToken"];
+    assert_eq!(token["NoEcho"], true);
+    assert!(token.get("Default").is_none(), "the token has no default");
+    assert_eq!(token["AllowedPattern"], TOKEN_PATTERN);
+    assert_eq!(
+        template["Parameters"]["ServerUrl"]["Default"],
+        "https://outpost.example.com"
+    );
+    assert_eq!(
+        template["Parameters"]["RunnerInstanceType"]["Default"],
+        "t3.small"
+    );
+    assert_eq!(
+        stack.parameters,
+        BTreeMap::from([(
+            "ServerUrl".to_owned(),
+            "https://outpost.example.com".to_owned()
+        )])
+    );
+
+    let instance = &template["Resources"]["RunnerInstance"]["Properties"];
+    assert_eq!(instance["ImageId"], json!({"Ref": "RunnerAmiId"}));
+    assert_eq!(instance["SubnetId"], json!({"Ref": "RunnerSubnetId"}));
+    let script = instance["UserData"]["Fn::Base64"]["Fn::Sub"]
+        .as_str()
+        .unwrap();
+    assert!(script.starts_with("#!/bin/bash\n"), "{script}");
+    assert!(
+        script.contains(
+            "outpost runner --server ${ServerUrl} --token ${RunnerToken} --install shop/acme \
+             --state-dir /var/lib/outpost\n"
+        ),
+        "{script}"
+    );
+    // Every `${...}` in the script is a parameter CloudFormation substitutes.
+    let substituted: BTreeSet<&str> = script
+        .split("${")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('}').unwrap()])
+        .collect();
+    assert_eq!(substituted, BTreeSet::from(["RunnerToken", "ServerUrl"]));
+    assert_eq!(
+        template["Outputs"]["RunnerInstanceId"]["Value"],
+        json!({"Ref": "RunnerInstance"})
+    );
+}
+
+#[test]
+fn secrets_are_generated_or_set_from_no_echo_parameters() {
+    let template = example_stack();
+    let generated = &template["Resources"]["SecretDbPassword"];
+    assert_eq!(generated["Type"], "AWS::SecretsManager::Secret");
+    assert_eq!(
+        generated["Properties"]["Name"],
+        "outpost/shop/acme/db_password"
+    );
+    assert_eq!(
+        generated["Properties"]["GenerateSecretString"]["PasswordLength"],
+        32
+    );
+    assert!(generated["Properties"].get("SecretString").is_none());
+    assert!(
+        template["Parameters"]
+            .get("SecretDbPasswordValue")
+            .is_none()
+    );
+
+    let set = &template["Resources"]["SecretApiKey"]["Properties"];
+    assert_eq!(set["SecretString"], json!({"Ref": "SecretApiKeyValue"}));
+    assert_eq!(template["Parameters"]["SecretApiKeyValue"]["NoEcho"], true);
+
+    for id in ["SecretDbPassword", "SecretApiKey"] {
+        let output = &template["Outputs"][format!("{id}Arn")];
+        assert_eq!(output["Value"], json!({"Ref": id}));
+        assert!(output.get("Condition").is_none());
+    }
+}
+
+#[test]
+fn the_stack_is_for_the_install_account_and_region() {
+    let template = example_stack();
+    let assertions = &template["Rules"]["InstallAccountAndRegion"]["Assertions"];
+    assert_eq!(
+        assertions[0]["Assert"],
+        json!({"Fn::Equals": [{"Ref": "AWS::AccountId"}, "111122223333"]})
+    );
+    assert_eq!(
+        assertions[1]["Assert"],
+        json!({"Fn::Equals": [{"Ref": "AWS::Region"}, "eu-west-1"]})
+    );
+}
+
+#[test]
+fn output_is_deterministic_and_versioned_by_content() {
+    let app = example_app();
+    let first = render(&app).unwrap();
+    let second = render(&app).unwrap();
+    assert_eq!(
+        serde_json::to_string(&first.template).unwrap(),
+        serde_json::to_string(&second.template).unwrap()
+    );
+    assert!(is_content_hash(&first.version), "{}", first.version);
+    assert_eq!(first.version, content_hash(&first.template));
+    assert_eq!(first.install, "acme");
+    // CloudFormation takes at most 51,200 bytes as a TemplateBody.
+    let size = serde_json::to_string(&first.template).unwrap().len();
+    assert!(size < 51_200, "{size} bytes");
+
+    let mut changed = app.clone();
+    changed.spec.permissions.as_mut().unwrap().roles[1].policies[0].document["Statement"][0]["Action"] =
+        json!("eks:*");
+    assert_ne!(render(&changed).unwrap().version, first.version);
+}
+
+#[test]
+fn unrenderable_or_invalid_role_names_are_errors() {
+    let mut app = example_app();
+    app.spec.permissions.as_mut().unwrap().roles[0].name = "{{ install.region }}-x".into();
+    assert!(matches!(
+        render(&app),
+        Err(StackError::RenderRoleName { .. })
+    ));
+
+    // A callback that leaves an expression in place is caught.
+    let install = install();
+    let identity = |text: &str| Ok(text.to_owned());
+    assert!(matches!(
+        render_install_stack(&example_app(), &install, &options(), &identity),
+        Err(StackError::InvalidRoleName { .. })
+    ));
+
+    let mut app = example_app();
+    app.spec.permissions.as_mut().unwrap().roles[0].name =
+        format!("{{{{ install.id }}}}-{}", "p".repeat(60));
+    let Err(StackError::InvalidRoleName { rendered, .. }) = render(&app) else {
+        panic!("a 65-character name is refused")
+    };
+    assert_eq!(rendered.len(), 65);
+}
+
+#[test]
+fn clashing_names_are_errors() {
+    let mut app = example_app();
+    let roles = &mut app.spec.permissions.as_mut().unwrap().roles;
+    roles[4].name = "{{ install.name }}-provision".into();
+    assert!(matches!(
+        render(&app),
+        Err(StackError::DuplicateRoleName { .. })
+    ));
+
+    let mut app = example_app();
+    app.spec.permissions.as_mut().unwrap().roles[4].name = "{{ install.id }}.provision".into();
+    let err = render(&app).unwrap_err();
+    assert!(
+        matches!(&err, StackError::DuplicateLogicalId { id, .. } if id == "EnableProvision"),
+        "{err}"
+    );
+
+    let mut app = example_app();
+    app.spec.permissions.as_mut().unwrap().roles[4].name = "{{ install.id }}".into();
+    assert!(matches!(
+        render(&app),
+        Err(StackError::RoleLogicalId { .. })
+    ));
+}
+
+#[test]
+fn unsafe_server_urls_are_refused() {
+    let install = install();
+    for url in [
+        "http://outpost.example.com",
+        "https://x.example.com/$(reboot)",
+        "https://",
+    ] {
+        let options = StackOptions {
+            server_url: url.into(),
+        };
+        let result =
+            render_install_stack(&example_app(), &install, &options, &render_for(&install));
+        assert_eq!(result.unwrap_err(), StackError::ServerUrl(url.into()));
+    }
+}
