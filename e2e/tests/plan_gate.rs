@@ -1,0 +1,86 @@
+//! The Plan gate in `outpost controllers`: every new Plan gets its role by the
+//! precedence chain (name and level shown by `kubectl get plans`), then the install's
+//! approval mode; an undeclared role denies it with a reason.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use outpost_e2e::{Backend, ControlPlane, Kubectl, on_both_backends};
+use serde_json::json;
+
+on_both_backends!(gate_resolves_roles_and_applies_approval_modes);
+
+fn manifests() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
+}
+
+fn plan(name: &str, install: &str, operation: &str, kind: &str, entity: &str, role_override: Option<&str>) -> String {
+    let desired = json!({"note": name});
+    let mut spec = json!({
+        "install": install,
+        "operation": operation,
+        "entity": {"kind": kind, "name": entity},
+        "desiredState": desired,
+        "contentHash": outpost_api::content_hash(&desired),
+    });
+    if let Some(role) = role_override {
+        spec["roleOverride"] = json!(role);
+    }
+    json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan", "metadata": {"name": name}, "spec": spec}).to_string()
+}
+
+fn wait_phase(kubectl: &Kubectl, name: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = kubectl.ok(&["get", "plan", name, "-o", "jsonpath={.status.phase}|{.status.role.name}|{.status.role.level}|{.status.role.rule}|{.status.message}"]);
+        if !out.starts_with('|') {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "plan {name} was never gated");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let kubectl = cp.kubectl();
+    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let _controllers = cp.start_controllers("gate");
+    let acme = kubectl.ok(&["get", "install", "acme", "-o", "jsonpath={.metadata.uid}"]);
+    let globex = kubectl.ok(&["get", "install", "globex", "-o", "jsonpath={.metadata.uid}"]);
+
+    let plans = [
+        // (plan, install, operation, entity kind, entity, override) → expected level and role
+        ("web-deploy", "acme", "deploy", "component", "web", None, "entity", format!("{acme}-maintenance"), "AwaitingApproval"),
+        ("db-deploy", "globex", "deploy", "component", "database", None, "matrix", format!("{globex}-provision"), "Approved"),
+        ("cache-teardown", "globex", "teardown", "component", "cache", None, "matrix", format!("{globex}-deprovision"), "Approved"),
+        ("sandbox-provision", "globex", "provision", "sandbox", "sandbox", None, "entity", format!("{globex}-provision"), "Approved"),
+        ("migrate-run", "globex", "trigger", "action", "migrate", None, "default", format!("{globex}-maintenance"), "Approved"),
+        ("upgrade", "acme", "trigger", "action", "eks-upgrade", Some("{{ install.id }}-eks-upgrade-role"), "override", format!("{acme}-eks-upgrade-role"), "AwaitingApproval"),
+    ];
+    for (name, install, operation, kind, entity, role_override, ..) in &plans {
+        let file = cp.scratch().join(format!("{name}.json"));
+        std::fs::write(&file, plan(name, install, operation, kind, entity, *role_override)).unwrap();
+        kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
+    }
+    for (name, .., level, role, phase) in &plans {
+        let gated = wait_phase(&kubectl, name);
+        let fields: Vec<&str> = gated.split('|').collect();
+        assert_eq!((fields[0], fields[1], fields[2]), (*phase, role.as_str(), *level), "{name}: {gated}");
+        assert!(!fields[3].is_empty(), "{name}: the rule that chose the role is recorded");
+    }
+
+    // A runtime override to a role the App does not declare denies the Plan.
+    let file = cp.scratch().join("bad.json");
+    std::fs::write(&file, plan("bad-override", "acme", "trigger", "action", "migrate", Some("admin"))).unwrap();
+    kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
+    let denied = wait_phase(&kubectl, "bad-override");
+    assert!(denied.starts_with("Denied|"), "{denied}");
+    assert!(denied.contains("admin"), "the reason names the role: {denied}");
+
+    // kubectl shows the role and the level that chose it.
+    let table = kubectl.ok(&["get", "plans"]);
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("ROLE") && header.contains("LEVEL"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("db-deploy") && l.contains("matrix")), "{table}");
+}
