@@ -130,8 +130,9 @@ fn load(dir: &Path, kind: PolicyInput) -> anyhow::Result<Vec<(PolicyMeta, Compil
             let policy: Policy = serde_json::from_value(document)
                 .with_context(|| format!("{}: not a valid Policy", file.display()))?;
             let name = policy.metadata.name.as_deref().unwrap_or("spec.module");
-            let compiled = outpost_policy::compile(&format!("{}#{name}", file.display()), &policy.spec.module)
-                .map_err(|err| in_file(err, &file, &text, index))?;
+            let compiled =
+                outpost_policy::compile(&format!("{}#{name}", file.display()), &policy.spec.module)
+                    .map_err(|err| in_file(err, &file, &text, index))?;
             policies.push((PolicyMeta::from_policy(&policy), compiled));
         }
     }

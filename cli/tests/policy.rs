@@ -80,7 +80,11 @@ fn warnings_alone_exit_0() {
         tags_only.path().join("required-tags.yaml"),
     )
     .unwrap();
-    let (code, stdout, _) = policy_test(tags_only.path(), "tf-unencrypted-untagged.json", "terraform");
+    let (code, stdout, _) = policy_test(
+        tags_only.path(),
+        "tf-unencrypted-untagged.json",
+        "terraform",
+    );
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("WARN - "), "{stdout}");
 }
@@ -93,7 +97,10 @@ fn kubernetes_inputs_from_yaml() {
         "kubernetes",
     );
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("- public-ingress-approval - Ingress shop is public"), "{stdout}");
+    assert!(
+        stdout.contains("- public-ingress-approval - Ingress shop is public"),
+        "{stdout}"
+    );
     let (code, stdout, _) = policy_test(
         Path::new("manifests/policies"),
         "k8s-ingress-public-approved.yaml",

@@ -84,7 +84,10 @@ pub fn compile(name: &str, module: &str) -> Result<CompiledPolicy, CompileError>
         .map_err(|err| CompileError::from_engine(name, &err))?;
     let package = package
         .strip_prefix("data.")
-        .filter(|p| p.strip_prefix("outpost.").is_some_and(|rest| !rest.is_empty()))
+        .filter(|p| {
+            p.strip_prefix("outpost.")
+                .is_some_and(|rest| !rest.is_empty())
+        })
         .ok_or_else(|| {
             let (line, column) = package_position(module);
             CompileError {
@@ -170,10 +173,9 @@ fn messages(value: &regorus::Value) -> Vec<String> {
         .into_iter()
         .map(|item| match item {
             Value::String(s) => s,
-            Value::Object(ref o) if o.get("msg").is_some_and(Value::is_string) => o["msg"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_default(),
+            Value::Object(ref o) if o.get("msg").is_some_and(Value::is_string) => {
+                o["msg"].as_str().map(str::to_owned).unwrap_or_default()
+            }
             other => other.to_string(),
         })
         .collect()
@@ -242,18 +244,27 @@ mod tests {
 
     #[test]
     fn rego_v0_syntax_is_rejected() {
-        let err = compile("p.rego", "package outpost.x\n\ndeny[msg] {\n  msg := \"a\"\n}\n")
-            .unwrap_err();
+        let err = compile(
+            "p.rego",
+            "package outpost.x\n\ndeny[msg] {\n  msg := \"a\"\n}\n",
+        )
+        .unwrap_err();
         assert_eq!((err.line, err.column), (3, 11), "{err}");
         assert!(err.message.contains("`if`"), "{err}");
     }
 
     #[test]
     fn package_must_be_under_outpost() {
-        let err = compile("p.rego", "# a policy\npackage main\n\ndeny contains \"x\" if true\n")
-            .unwrap_err();
+        let err = compile(
+            "p.rego",
+            "# a policy\npackage main\n\ndeny contains \"x\" if true\n",
+        )
+        .unwrap_err();
         assert_eq!((err.line, err.column), (2, 1), "{err}");
-        assert_eq!(err.to_string(), "p.rego:2:1: package main must be outpost.<name>");
+        assert_eq!(
+            err.to_string(),
+            "p.rego:2:1: package main must be outpost.<name>"
+        );
         assert!(compile("p.rego", "package outpost\n").is_err());
         let ok = compile("p.rego", "package outpost.a.b\n").unwrap();
         assert_eq!(ok.package(), "outpost.a.b");
@@ -285,7 +296,9 @@ warn contains sprintf("w %d", [input.n]) if input.n
 "#,
         )
         .unwrap();
-        let f = policy.findings(&json!({"d": true, "v": true, "n": 3})).unwrap();
+        let f = policy
+            .findings(&json!({"d": true, "v": true, "n": 3}))
+            .unwrap();
         assert_eq!(f.deny, vec!["d", "v"]);
         assert_eq!(f.warn, vec!["w 3"]);
         assert_eq!(policy.findings(&json!({})).unwrap(), Findings::default());
@@ -293,9 +306,11 @@ warn contains sprintf("w %d", [input.n]) if input.n
 
     #[test]
     fn runtime_errors_are_evaluation_errors() {
-        let policy =
-            compile("p.rego", "package outpost.x\n\ndeny contains msg if {\n  msg := 1 / input.z\n}\n")
-                .unwrap();
+        let policy = compile(
+            "p.rego",
+            "package outpost.x\n\ndeny contains msg if {\n  msg := 1 / input.z\n}\n",
+        )
+        .unwrap();
         let err = policy.findings(&json!({"z": 0})).unwrap_err();
         assert_eq!(err.rule, "data.outpost.x.deny");
     }

@@ -168,7 +168,10 @@ warn contains "meh" if input.meh
         let tf = meta(Enforcement::Deny, vec![PolicyInput::Terraform]);
         let input = json!({"metadata": {"name": "a"}, "bad": true});
         assert!(evaluate(&[(&tf, &compiled)], PolicyInput::Kubernetes, &input).is_empty());
-        assert_eq!(evaluate(&[(&tf, &compiled)], PolicyInput::Terraform, &input).len(), 1);
+        assert_eq!(
+            evaluate(&[(&tf, &compiled)], PolicyInput::Terraform, &input).len(),
+            1
+        );
     }
 
     #[test]
@@ -194,6 +197,9 @@ warn contains "meh" if input.meh
         let meta = meta(Enforcement::Deny, vec![PolicyInput::Plan]);
         let v = evaluate(&[(&meta, &compiled)], PolicyInput::Plan, &json!({"z": 0}));
         assert!(v[0].denied(), "{v:?}");
-        assert!(v[0].denials[0].starts_with("evaluating data.outpost.e.deny"), "{v:?}");
+        assert!(
+            v[0].denials[0].starts_with("evaluating data.outpost.e.deny"),
+            "{v:?}"
+        );
     }
 }

@@ -85,6 +85,9 @@ mod tests {
             reference: "ghcr.io/acme/web:1".into(),
             digest: None,
         }]);
-        assert_eq!(doc, json!({"images": [{"reference": "ghcr.io/acme/web:1"}]}));
+        assert_eq!(
+            doc,
+            json!({"images": [{"reference": "ghcr.io/acme/web:1"}]})
+        );
     }
 }

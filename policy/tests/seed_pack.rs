@@ -67,7 +67,11 @@ fn every_seed_policy_compiles_with_its_declared_package() {
 
 #[test]
 fn database_replacement_is_denied() {
-    let v = verdict("no-database-recreate", PolicyInput::Terraform, "tf-db-replace.json");
+    let v = verdict(
+        "no-database-recreate",
+        PolicyInput::Terraform,
+        "tf-db-replace.json",
+    );
     assert_eq!(
         v.denials,
         vec![
@@ -91,18 +95,29 @@ fn terraform_data_standing_in_for_a_database_is_recognised_by_name_or_tag() {
     denied.sort();
     // `orders_db` by name, `cache` by its `outpost.dev/database` tag; `migrations`
     // is neither and may be replaced.
-    assert_eq!(denied, vec!["terraform_data.cache", "terraform_data.orders_db"]);
+    assert_eq!(
+        denied,
+        vec!["terraform_data.cache", "terraform_data.orders_db"]
+    );
 }
 
 #[test]
 fn in_place_database_update_is_allowed() {
     let pack = seed_pack();
     let pairs: Vec<_> = pack.iter().map(|(m, c)| (m, c)).collect();
-    let verdicts = evaluate(&pairs, PolicyInput::Terraform, &fixture("tf-db-update.json"));
+    let verdicts = evaluate(
+        &pairs,
+        PolicyInput::Terraform,
+        &fixture("tf-db-update.json"),
+    );
     let names: Vec<&str> = verdicts.iter().map(|v| v.policy.as_str()).collect();
     assert_eq!(
         names,
-        vec!["encryption-at-rest", "no-database-recreate", "required-tags"]
+        vec![
+            "encryption-at-rest",
+            "no-database-recreate",
+            "required-tags"
+        ]
     );
     for v in &verdicts {
         assert_clean(v);
@@ -157,7 +172,10 @@ fn storage_must_be_encrypted() {
         PolicyInput::Terraform,
         "tf-unencrypted-untagged.json",
     );
-    assert_eq!(v.denials, vec!["aws_ebs_volume.data must set encrypted = true"]);
+    assert_eq!(
+        v.denials,
+        vec!["aws_ebs_volume.data must set encrypted = true"]
+    );
     assert_clean(&verdict(
         "encryption-at-rest",
         PolicyInput::Terraform,
