@@ -4,8 +4,11 @@ mod bench;
 mod client;
 mod controllers;
 mod manifests;
+mod policy;
 mod server;
 mod up;
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -28,10 +31,13 @@ enum Command {
     /// Measure Outpost against baselines measured in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Test Rego policies against an input, like `conftest test`.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -39,9 +45,10 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
-        Command::Up(args) => up::run(args).await,
-        Command::Server(args) => server::run(args).await,
-        Command::Controllers(args) => controllers::run(args).await,
-        Command::Bench(command) => bench::run(command).await,
+        Command::Up(args) => up::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Server(args) => server::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Controllers(args) => controllers::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Bench(command) => bench::run(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Policy(command) => Ok(policy::run(command)),
     }
 }
