@@ -9,6 +9,7 @@ pub mod graph;
 pub mod install_stack;
 pub mod leader;
 pub mod plan_gate;
+pub mod plan_policies;
 pub mod reference;
 pub mod role_chain;
 pub mod run;

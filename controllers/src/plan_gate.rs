@@ -68,18 +68,33 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
         .get_opt(&plan.spec.install)
         .await?
     else {
-        return Ok(deny(status, format!("install {:?} does not exist", plan.spec.install)));
+        return Ok(deny(
+            status,
+            format!("install {:?} does not exist", plan.spec.install),
+        ));
     };
     let Some(app) = Api::<App>::namespaced(client.clone(), &namespace)
         .get_opt(&install.spec.app)
         .await?
     else {
-        return Ok(deny(status, format!("app {:?} does not exist", install.spec.app)));
+        return Ok(deny(
+            status,
+            format!("app {:?} does not exist", install.spec.app),
+        ));
     };
     let of_app = ListParams::default().fields(&format!("spec.app={}", install.spec.app));
-    let components = Api::<Component>::namespaced(client.clone(), &namespace).list(&of_app).await?.items;
-    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace).list(&of_app).await?.items;
-    let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace).list(&of_app).await?.items;
+    let components = Api::<Component>::namespaced(client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
+    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
+    let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
     let objects = AppObjects {
         app: &app,
         components: &components,
@@ -88,7 +103,15 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
     };
     let context = match TemplateContext::new(&app, &install, &InstallOutputs::default()) {
         Ok(context) => context,
-        Err(err) => return Ok(deny(status, format!("cannot render templates for install {}: {err}", plan.spec.install))),
+        Err(err) => {
+            return Ok(deny(
+                status,
+                format!(
+                    "cannot render templates for install {}: {err}",
+                    plan.spec.install
+                ),
+            ));
+        }
     };
     match resolve_role(&plan.spec, &objects, &context) {
         Ok(role) => status.role = Some(role),
@@ -110,7 +133,10 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
         .flat_map(|v| v.messages.iter().map(move |m| format!("{}: {m}", v.policy)))
         .collect();
     if !denials.is_empty() {
-        return Ok(deny(status, format!("denied by policy: {}", denials.join("; "))));
+        return Ok(deny(
+            status,
+            format!("denied by policy: {}", denials.join("; ")),
+        ));
     }
 
     let content_hash = plan.spec.content_hash.clone().unwrap_or_default();
@@ -146,11 +172,17 @@ async fn reconcile(plan: Arc<Plan>, ctx: Arc<Context>) -> Result<Action, GateErr
         "status": status,
     });
     match Api::<Plan>::namespaced(ctx.client.clone(), &plan.namespace().unwrap_or_default())
-        .patch_status(&plan.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .patch_status(
+            &plan.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
         .await
     {
         Ok(_) => Ok(Action::await_change()),
-        Err(kube_client::Error::Api(e)) if e.code == 409 => Ok(Action::requeue(Duration::from_millis(100))),
+        Err(kube_client::Error::Api(e)) if e.code == 409 => {
+            Ok(Action::requeue(Duration::from_millis(100)))
+        }
         Err(err) => Err(err.into()),
     }
 }

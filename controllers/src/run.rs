@@ -54,10 +54,11 @@ pub async fn run_while_leader(
 pub fn all_controllers() -> Start {
     Box::new(|client| {
         Box::pin(async move {
-            let no_policies: crate::plan_gate::PolicyCheck = std::sync::Arc::new(|_, _| Vec::new());
+            let policies: crate::plan_gate::PolicyCheck =
+                std::sync::Arc::new(crate::plan_policies::check_plan);
             tokio::join!(
                 crate::app_controller::run(client.clone()),
-                crate::plan_gate::run(client, no_policies),
+                crate::plan_gate::run(client, policies),
             );
         })
     })

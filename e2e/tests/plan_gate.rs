@@ -14,7 +14,14 @@ fn manifests() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
 }
 
-fn plan(name: &str, install: &str, operation: &str, kind: &str, entity: &str, role_override: Option<&str>) -> String {
+fn plan(
+    name: &str,
+    install: &str,
+    operation: &str,
+    kind: &str,
+    entity: &str,
+    role_override: Option<&str>,
+) -> String {
     let desired = json!({"note": name});
     let mut spec = json!({
         "install": install,
@@ -45,42 +52,171 @@ async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
     kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    // A plan-level policy: teardowns need a change ticket.
+    let ticket = cp.scratch().join("ticket.yaml");
+    std::fs::write(
+        &ticket,
+        "apiVersion: outpost.dev/v1alpha1\nkind: Policy\nmetadata:\n  name: teardown-ticket\nspec:\n  app: shopfront\n  inputs: [plan]\n  module: |\n    package outpost.teardown_ticket\n\n    deny contains msg if {\n      input.operation == \"teardown\"\n      msg := sprintf(\"%s needs a change ticket\", [input.entity.name])\n    }\n",
+    )
+    .unwrap();
+    kubectl.ok(&["apply", "-f", ticket.to_str().unwrap()]);
+    // A module that does not compile is refused at apply time, naming line and column.
+    let broken = cp.scratch().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "apiVersion: outpost.dev/v1alpha1\nkind: Policy\nmetadata:\n  name: broken\nspec:\n  inputs: [plan]\n  module: |\n    package outpost.broken\n\n    deny contains msg if {\n      msg := \n    }\n",
+    )
+    .unwrap();
+    let refused = kubectl.run(&["apply", "-f", broken.to_str().unwrap()]);
+    assert!(
+        !refused.ok && refused.stderr.contains("spec.module"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.stderr.contains("4:"),
+        "the error names the line: {refused:?}"
+    );
     let _controllers = cp.start_controllers("gate");
     let acme = kubectl.ok(&["get", "install", "acme", "-o", "jsonpath={.metadata.uid}"]);
     let globex = kubectl.ok(&["get", "install", "globex", "-o", "jsonpath={.metadata.uid}"]);
 
     let plans = [
         // (plan, install, operation, entity kind, entity, override) → expected level and role
-        ("web-deploy", "acme", "deploy", "component", "web", None, "entity", format!("{acme}-maintenance"), "AwaitingApproval"),
-        ("db-deploy", "globex", "deploy", "component", "database", None, "matrix", format!("{globex}-provision"), "Approved"),
-        ("cache-teardown", "globex", "teardown", "component", "cache", None, "matrix", format!("{globex}-deprovision"), "Approved"),
-        ("sandbox-provision", "globex", "provision", "sandbox", "sandbox", None, "entity", format!("{globex}-provision"), "Approved"),
-        ("migrate-run", "globex", "trigger", "action", "migrate", None, "default", format!("{globex}-maintenance"), "Approved"),
-        ("upgrade", "acme", "trigger", "action", "eks-upgrade", Some("{{ install.id }}-eks-upgrade-role"), "override", format!("{acme}-eks-upgrade-role"), "AwaitingApproval"),
+        (
+            "web-deploy",
+            "acme",
+            "deploy",
+            "component",
+            "web",
+            None,
+            "entity",
+            format!("{acme}-maintenance"),
+            "AwaitingApproval",
+        ),
+        (
+            "db-deploy",
+            "globex",
+            "deploy",
+            "component",
+            "database",
+            None,
+            "matrix",
+            format!("{globex}-provision"),
+            "Approved",
+        ),
+        (
+            "cache-teardown",
+            "globex",
+            "teardown",
+            "component",
+            "cache",
+            None,
+            "matrix",
+            format!("{globex}-deprovision"),
+            "Denied",
+        ),
+        (
+            "sandbox-provision",
+            "globex",
+            "provision",
+            "sandbox",
+            "sandbox",
+            None,
+            "entity",
+            format!("{globex}-provision"),
+            "Approved",
+        ),
+        (
+            "migrate-run",
+            "globex",
+            "trigger",
+            "action",
+            "migrate",
+            None,
+            "default",
+            format!("{globex}-maintenance"),
+            "Approved",
+        ),
+        (
+            "upgrade",
+            "acme",
+            "trigger",
+            "action",
+            "eks-upgrade",
+            Some("{{ install.id }}-eks-upgrade-role"),
+            "override",
+            format!("{acme}-eks-upgrade-role"),
+            "AwaitingApproval",
+        ),
     ];
     for (name, install, operation, kind, entity, role_override, ..) in &plans {
         let file = cp.scratch().join(format!("{name}.json"));
-        std::fs::write(&file, plan(name, install, operation, kind, entity, *role_override)).unwrap();
+        std::fs::write(
+            &file,
+            plan(name, install, operation, kind, entity, *role_override),
+        )
+        .unwrap();
         kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
     }
     for (name, .., level, role, phase) in &plans {
         let gated = wait_phase(&kubectl, name);
         let fields: Vec<&str> = gated.split('|').collect();
-        assert_eq!((fields[0], fields[1], fields[2]), (*phase, role.as_str(), *level), "{name}: {gated}");
-        assert!(!fields[3].is_empty(), "{name}: the rule that chose the role is recorded");
+        assert_eq!(
+            (fields[0], fields[1], fields[2]),
+            (*phase, role.as_str(), *level),
+            "{name}: {gated}"
+        );
+        assert!(
+            !fields[3].is_empty(),
+            "{name}: the rule that chose the role is recorded"
+        );
     }
+
+    let denied = kubectl.ok(&[
+        "get",
+        "plan",
+        "cache-teardown",
+        "-o",
+        "jsonpath={.status.message}",
+    ]);
+    assert!(
+        denied.contains("teardown-ticket: cache needs a change ticket"),
+        "{denied}"
+    );
 
     // A runtime override to a role the App does not declare denies the Plan.
     let file = cp.scratch().join("bad.json");
-    std::fs::write(&file, plan("bad-override", "acme", "trigger", "action", "migrate", Some("admin"))).unwrap();
+    std::fs::write(
+        &file,
+        plan(
+            "bad-override",
+            "acme",
+            "trigger",
+            "action",
+            "migrate",
+            Some("admin"),
+        ),
+    )
+    .unwrap();
     kubectl.ok(&["create", "-f", file.to_str().unwrap()]);
     let denied = wait_phase(&kubectl, "bad-override");
     assert!(denied.starts_with("Denied|"), "{denied}");
-    assert!(denied.contains("admin"), "the reason names the role: {denied}");
+    assert!(
+        denied.contains("admin"),
+        "the reason names the role: {denied}"
+    );
 
     // kubectl shows the role and the level that chose it.
     let table = kubectl.ok(&["get", "plans"]);
     let header = table.lines().next().unwrap();
-    assert!(header.contains("ROLE") && header.contains("LEVEL"), "{table}");
-    assert!(table.lines().any(|l| l.starts_with("db-deploy") && l.contains("matrix")), "{table}");
+    assert!(
+        header.contains("ROLE") && header.contains("LEVEL"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("db-deploy") && l.contains("matrix")),
+        "{table}"
+    );
 }
