@@ -18,6 +18,9 @@ pub struct ControllersArgs {
     /// This replica's identity in the election (default: host name and process id).
     #[arg(long)]
     identity: Option<String>,
+    /// The HTTPS address runners dial, written into every install stack.
+    #[arg(long, env = "OUTPOST_PUBLIC_URL")]
+    public_url: String,
 }
 
 /// Runs the controllers while this replica leads, until SIGINT or SIGTERM.
@@ -26,7 +29,7 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     let identity = args.identity.unwrap_or_else(default_identity);
     println!("outpost: controllers running as {identity}");
     let election = Election::new(&args.lease_namespace, "outpost-controllers", &identity);
-    run_while_leader(client, election, all_controllers(), shutdown_signal()).await;
+    run_while_leader(client, election, all_controllers(args.public_url), shutdown_signal()).await;
     println!("outpost: controllers stopped");
     Ok(())
 }

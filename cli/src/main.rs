@@ -6,6 +6,7 @@ mod controllers;
 mod manifests;
 mod policy;
 mod server;
+mod stack;
 mod up;
 
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ enum Command {
     Server(server::ServerArgs),
     /// Run the controllers against an API server; replicas elect one leader.
     Controllers(controllers::ControllersArgs),
+    /// Print an install's CloudFormation install stack (JSON) for the customer to create.
+    Stack(stack::StackArgs),
     /// Measure Outpost against baselines measured in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -48,6 +51,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Up(args) => up::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Server(args) => server::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Controllers(args) => controllers::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Stack(args) => stack::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(command) => bench::run(command).await.map(|()| ExitCode::SUCCESS),
         Command::Policy(command) => Ok(policy::run(command)),
     }

@@ -95,7 +95,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         let task = tokio::spawn(run_while_leader(
             client,
             election,
-            all_controllers(),
+            all_controllers(url.clone()),
             async {
                 let _ = stopped.await;
             },

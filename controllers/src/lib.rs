@@ -7,6 +7,7 @@ pub mod app_controller;
 pub mod app_objects;
 pub mod graph;
 pub mod install_stack;
+pub mod install_stack_controller;
 pub mod leader;
 pub mod plan_gate;
 pub mod plan_policies;

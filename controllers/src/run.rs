@@ -50,15 +50,20 @@ pub async fn run_while_leader(
     }
 }
 
-/// Every controller this crate has, run together until they all stop.
-pub fn all_controllers() -> Start {
-    Box::new(|client| {
+/// Every controller this crate has, run together until they all stop. `public_url` is
+/// the API server address runners dial (written into install stacks).
+pub fn all_controllers(public_url: String) -> Start {
+    Box::new(move |client| {
+        let stack_options = crate::install_stack::StackOptions {
+            server_url: public_url.clone(),
+        };
         Box::pin(async move {
             let policies: crate::plan_gate::PolicyCheck =
                 std::sync::Arc::new(crate::plan_policies::check_plan);
             tokio::join!(
                 crate::app_controller::run(client.clone()),
-                crate::plan_gate::run(client, policies),
+                crate::plan_gate::run(client.clone(), policies),
+                crate::install_stack_controller::run(client, stack_options),
             );
         })
     })

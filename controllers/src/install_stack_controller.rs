@@ -1,0 +1,98 @@
+//! The InstallStack controller: renders, per Install, the CloudFormation install stack
+//! the customer runs (roles, runner, secrets) into an `InstallStack` object of the same
+//! name, owned by the Install, and re-renders it when the Install or its App changes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube_client::api::{Api, Patch, PatchParams};
+use kube_client::runtime::controller::{Action, Controller};
+use kube_client::runtime::watcher;
+use kube_client::{Client, Resource as _, ResourceExt as _};
+use outpost_api::{App, Install, InstallStack};
+use serde_json::json;
+
+use crate::install_stack::{StackOptions, render_install_stack};
+use crate::template::{InstallOutputs, TemplateContext};
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum StackControllerError {
+    /// The API server refused or failed a call.
+    #[error("api call failed")]
+    Api(#[from] kube_client::Error),
+}
+
+struct Context {
+    client: Client,
+    options: StackOptions,
+}
+
+/// The field manager of rendered stacks.
+pub const MANAGER: &str = "outpost-install-stack";
+
+/// Runs the InstallStack controller until the stream ends.
+pub async fn run(client: Client, options: StackOptions) {
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        options,
+    });
+    // Any App change re-renders every install's stack (rendering is cheap, and
+    // server-side apply makes an unchanged stack a no-op).
+    let app_changes = watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
+        .filter_map(|event| async move { matches!(event, Ok(watcher::Event::Apply(_))).then_some(()) });
+    Controller::new(Api::<Install>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<InstallStack>::all(client), watcher::Config::default())
+        .reconcile_all_on(app_changes)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "install stack reconcile");
+            }
+        })
+        .await;
+}
+
+async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, StackControllerError> {
+    let namespace = install.namespace().unwrap_or_default();
+    let name = install.name_any();
+    if install.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let Some(app) = Api::<App>::namespaced(ctx.client.clone(), &namespace).get_opt(&install.spec.app).await? else {
+        tracing::info!(install = %name, app = %install.spec.app, "no such app yet; no stack");
+        return Ok(Action::requeue(Duration::from_secs(30)));
+    };
+    let context = match TemplateContext::new(&app, &install, &InstallOutputs::default()) {
+        Ok(context) => context,
+        Err(err) => {
+            tracing::warn!(install = %name, error = %err, "cannot render the install's templates");
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    let render = |template: &str| context.render_str(template).map_err(|e| e.to_string());
+    let spec = match render_install_stack(&app, &install, &ctx.options, &render) {
+        Ok(spec) => spec,
+        Err(err) => {
+            tracing::warn!(install = %name, error = %err, "cannot render the install stack");
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    let owner = install.controller_owner_ref(&()).expect("a stored Install has a name and uid");
+    let stack = json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "InstallStack",
+        "metadata": {"name": name, "ownerReferences": [owner], "labels": {"outpost.dev/install": name}},
+        "spec": spec,
+    });
+    Api::<InstallStack>::namespaced(ctx.client.clone(), &namespace)
+        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&stack))
+        .await?;
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+fn error_policy(_: Arc<Install>, err: &StackControllerError, _: Arc<Context>) -> Action {
+    tracing::warn!(error = %err, "install stack reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
