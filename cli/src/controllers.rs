@@ -29,7 +29,13 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     let identity = args.identity.unwrap_or_else(default_identity);
     println!("outpost: controllers running as {identity}");
     let election = Election::new(&args.lease_namespace, "outpost-controllers", &identity);
-    run_while_leader(client, election, all_controllers(args.public_url), shutdown_signal()).await;
+    run_while_leader(
+        client,
+        election,
+        all_controllers(args.public_url),
+        shutdown_signal(),
+    )
+    .await;
     println!("outpost: controllers stopped");
     Ok(())
 }

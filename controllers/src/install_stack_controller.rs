@@ -41,26 +41,37 @@ pub async fn run(client: Client, options: StackOptions) {
     // Any App change re-renders every install's stack (rendering is cheap, and
     // server-side apply makes an unchanged stack a no-op).
     let app_changes = watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
-        .filter_map(|event| async move { matches!(event, Ok(watcher::Event::Apply(_))).then_some(()) });
-    Controller::new(Api::<Install>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<InstallStack>::all(client), watcher::Config::default())
-        .reconcile_all_on(app_changes)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                tracing::debug!(error = %err, "install stack reconcile");
-            }
-        })
-        .await;
+        .filter_map(
+            |event| async move { matches!(event, Ok(watcher::Event::Apply(_))).then_some(()) },
+        );
+    Controller::new(
+        Api::<Install>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<InstallStack>::all(client), watcher::Config::default())
+    .reconcile_all_on(app_changes)
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(err) = result {
+            tracing::debug!(error = %err, "install stack reconcile");
+        }
+    })
+    .await;
 }
 
-async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, StackControllerError> {
+async fn reconcile(
+    install: Arc<Install>,
+    ctx: Arc<Context>,
+) -> Result<Action, StackControllerError> {
     let namespace = install.namespace().unwrap_or_default();
     let name = install.name_any();
     if install.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let Some(app) = Api::<App>::namespaced(ctx.client.clone(), &namespace).get_opt(&install.spec.app).await? else {
+    let Some(app) = Api::<App>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(&install.spec.app)
+        .await?
+    else {
         tracing::info!(install = %name, app = %install.spec.app, "no such app yet; no stack");
         return Ok(Action::requeue(Duration::from_secs(30)));
     };
@@ -79,7 +90,9 @@ async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, S
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
     };
-    let owner = install.controller_owner_ref(&()).expect("a stored Install has a name and uid");
+    let owner = install
+        .controller_owner_ref(&())
+        .expect("a stored Install has a name and uid");
     let stack = json!({
         "apiVersion": "outpost.dev/v1alpha1",
         "kind": "InstallStack",
@@ -87,7 +100,11 @@ async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, S
         "spec": spec,
     });
     Api::<InstallStack>::namespaced(ctx.client.clone(), &namespace)
-        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&stack))
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&stack),
+        )
         .await?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }

@@ -165,7 +165,14 @@ impl ControlPlane {
     /// (SIGKILL) when the returned process is dropped.
     pub fn start_controllers(&self, identity: &str) -> Process {
         let child = Command::new(outpost_binary())
-            .args(["controllers", "--identity", identity, "--public-url", &self.url, "--kubeconfig"])
+            .args([
+                "controllers",
+                "--identity",
+                identity,
+                "--public-url",
+                &self.url,
+                "--kubeconfig",
+            ])
             .arg(self.kubeconfig(&self.admin_token))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

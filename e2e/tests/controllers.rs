@@ -71,15 +71,27 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
     let release = ready.split_whitespace().nth(1).unwrap().to_owned();
 
     // Each install gets its CloudFormation stack; `outpost stack` prints it.
-    eventually(&kubectl, &["get", "installstacks", "-o", "name"], |s| s.lines().count() == 2, Duration::from_secs(30));
+    eventually(
+        &kubectl,
+        &["get", "installstacks", "-o", "name"],
+        |s| s.lines().count() == 2,
+        Duration::from_secs(30),
+    );
     let printed = std::process::Command::new(outpost_e2e::outpost_binary())
         .args(["stack", "default/acme", "--kubeconfig"])
         .arg(cp.kubeconfig(&cp.admin_token))
         .output()
         .unwrap();
-    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
     let template: serde_json::Value = serde_json::from_slice(&printed.stdout).unwrap();
-    assert_eq!(template["Parameters"]["EnableEksUpgradeRole"]["Default"], "false", "custom role off by default");
+    assert_eq!(
+        template["Parameters"]["EnableEksUpgradeRole"]["Default"], "false",
+        "custom role off by default"
+    );
     assert_eq!(template["Parameters"]["RunnerToken"]["NoEcho"], true);
     let missing = std::process::Command::new(outpost_e2e::outpost_binary())
         .args(["stack", "default/nope", "--kubeconfig"])
@@ -87,7 +99,10 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
         .output()
         .unwrap();
     assert!(!missing.status.success());
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("kubectl get install nope"), "the error says what to check");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("kubectl get install nope"),
+        "the error says what to check"
+    );
 
     // A component depending on a component that does not exist makes the app Invalid.
     let broken = cp.scratch().join("broken.yaml");
