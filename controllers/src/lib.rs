@@ -6,6 +6,7 @@ pub mod app_check;
 pub mod app_controller;
 pub mod app_objects;
 pub mod graph;
+pub mod install_controller;
 pub mod install_stack;
 pub mod install_stack_controller;
 pub mod leader;

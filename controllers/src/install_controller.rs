@@ -1,0 +1,458 @@
+//! The Install controller: drives an install towards its App's release through Plans.
+//!
+//! * A finalizer on every Install.
+//! * Sandbox `provision` first, then a `deploy` Plan per component in dependency order,
+//!   each created once its dependencies' Plans succeeded (their outputs feed its templates).
+//! * A Plan's name carries a key: the hash of the component's rendered desired state and
+//!   of its dependencies' keys. An input change therefore re-plans exactly the components
+//!   whose rendered state changed and their dependents, and names are deterministic, so a
+//!   restarted controller never creates a Plan twice (a second create is a 409).
+//! * Deleting the Install: `teardown` Plans in reverse order, then sandbox `deprovision`,
+//!   then the finalizer goes.
+//!
+//! Plans are owned by the Install and labelled `outpost.dev/install`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_client::runtime::controller::{Action, Controller};
+use kube_client::runtime::finalizer::{Event, finalizer};
+use kube_client::runtime::watcher;
+use kube_client::{Client, Resource as _, ResourceExt as _};
+use outpost_api::{
+    App, Component, ComponentPhase, ComponentState, EntityKind, EntityRef, Install, InstallPhase,
+    InstallStatus, Operation, Plan, PlanPhase, PlanSpec, content_hash,
+};
+use serde_json::{Value, json};
+
+use crate::graph::ComponentGraph;
+use crate::template::{InstallOutputs, TemplateContext};
+
+/// The Install finalizer.
+pub const FINALIZER: &str = "outpost.dev/install";
+/// The label naming a Plan's Install.
+pub const INSTALL_LABEL: &str = "outpost.dev/install";
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The API server refused or failed a call.
+    #[error("api call failed")]
+    Api(#[from] kube_client::Error),
+    /// The finalizer helper failed.
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+struct Context {
+    client: Client,
+}
+
+/// Runs the Install controller until the stream ends.
+pub async fn run(client: Client) {
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+    });
+    Controller::new(
+        Api::<Install>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Plan>::all(client), watcher::Config::default())
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(err) = result {
+            tracing::debug!(error = %err, "install reconcile");
+        }
+    })
+    .await;
+}
+
+async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, InstallError> {
+    let api =
+        Api::<Install>::namespaced(ctx.client.clone(), &install.namespace().unwrap_or_default());
+    finalizer(&api, FINALIZER, install, |event| async {
+        match event {
+            Event::Apply(install) => converge(&install, &ctx.client, false).await,
+            Event::Cleanup(install) => converge(&install, &ctx.client, true).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        kube_client::runtime::finalizer::Error::ApplyFailed(e)
+        | kube_client::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => InstallError::Finalizer(other.to_string()),
+    })
+}
+
+/// One step towards the install's desired state: the Plan it needs.
+struct Step {
+    name: String,
+    operation: Operation,
+    entity: EntityRef,
+    desired: Value,
+    waits_for: Vec<String>,
+}
+
+/// Moves the install one step on (or, when `deleting`, towards removal). Returns when
+/// to look again; `Ok(await_change)` in the cleanup case means done (finalizer goes).
+async fn converge(
+    install: &Install,
+    client: &Client,
+    deleting: bool,
+) -> Result<Action, InstallError> {
+    let namespace = install.namespace().unwrap_or_default();
+    let name = install.name_any();
+    let plans_api = Api::<Plan>::namespaced(client.clone(), &namespace);
+    let plans: BTreeMap<String, Plan> = plans_api
+        .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={name}")))
+        .await?
+        .items
+        .into_iter()
+        .map(|p| (p.name_any(), p))
+        .collect();
+    let phase_of = |plan: &str| {
+        plans
+            .get(plan)
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase)
+    };
+    let Some(app) = Api::<App>::namespaced(client.clone(), &namespace)
+        .get_opt(&install.spec.app)
+        .await?
+    else {
+        if deleting {
+            return Ok(Action::await_change()); // nothing was ever deployed from a missing app
+        }
+        set_status(install, client, InstallPhase::Pending, vec![], None).await?;
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    };
+    let components = Api::<Component>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().fields(&format!("spec.app={}", install.spec.app)))
+        .await?
+        .items;
+    let Ok(graph) = ComponentGraph::new(&components) else {
+        set_status(install, client, InstallPhase::Degraded, vec![], None).await?;
+        return Ok(Action::requeue(Duration::from_secs(30)));
+    };
+    let outputs = outputs_of(&plans);
+    let uid = install.uid().unwrap_or_default();
+    let short = |s: &str| {
+        s.trim_start_matches("sha256:")
+            .chars()
+            .take(10)
+            .collect::<String>()
+    };
+
+    let steps: Vec<Step> = if deleting {
+        let mut steps = Vec::new();
+        let mut previous: Vec<String> = Vec::new();
+        for component in graph.teardown_order() {
+            let step = format!("{name}-teardown-{component}-{}", short(&uid));
+            steps.push(Step {
+                name: step.clone(),
+                operation: Operation::Teardown,
+                entity: EntityRef {
+                    kind: EntityKind::Component,
+                    name: component.clone(),
+                },
+                desired: json!({"component": component}),
+                waits_for: previous.clone(),
+            });
+            previous = vec![step];
+        }
+        steps.push(Step {
+            name: format!("{name}-deprovision-{}", short(&uid)),
+            operation: Operation::Deprovision,
+            entity: EntityRef {
+                kind: EntityKind::Sandbox,
+                name: "sandbox".into(),
+            },
+            desired: json!({"sandbox": app.spec.sandbox}),
+            waits_for: previous,
+        });
+        steps
+    } else {
+        let context = TemplateContext::new(&app, install, &outputs);
+        // The sandbox's desired state is its rendered definition: only inputs it uses
+        // re-provision it.
+        let sandbox_spec = serde_json::to_value(&app.spec.sandbox).unwrap_or_default();
+        let sandbox_desired = match &context {
+            Ok(context) => context.render_value(&sandbox_spec).unwrap_or(sandbox_spec),
+            Err(_) => sandbox_spec,
+        };
+        let sandbox = format!(
+            "{name}-provision-{}",
+            short(&content_hash(&sandbox_desired))
+        );
+        let provisioned_before = plans.values().any(|p| {
+            p.spec.entity.kind == EntityKind::Sandbox
+                && matches!(
+                    p.spec.operation,
+                    Operation::Provision | Operation::Reprovision
+                )
+                && p.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Succeeded)
+                && p.name_any() != sandbox
+        });
+        let mut steps = vec![Step {
+            name: sandbox.clone(),
+            operation: if provisioned_before {
+                Operation::Reprovision
+            } else {
+                Operation::Provision
+            },
+            entity: EntityRef {
+                kind: EntityKind::Sandbox,
+                name: "sandbox".into(),
+            },
+            desired: sandbox_desired,
+            waits_for: vec![],
+        }];
+        let mut keys: BTreeMap<String, String> = BTreeMap::new();
+        let mut step_names: BTreeMap<String, String> = BTreeMap::new();
+        for component in graph.deploy_order() {
+            let spec = components
+                .iter()
+                .find(|c| c.name_any() == *component)
+                .map(|c| &c.spec);
+            let deps: Vec<String> = graph
+                .dependencies_of(component)
+                .map(str::to_owned)
+                .collect();
+            // Rendering needs the dependencies' outputs: until they are deployed, wait.
+            let rendered = match (&context, spec) {
+                (Ok(context), Some(spec)) => context
+                    .render_value(&serde_json::to_value(spec).unwrap_or_default())
+                    .ok(),
+                _ => None,
+            };
+            let Some(rendered) = rendered else { break };
+            let dep_keys: Vec<&String> = deps.iter().filter_map(|d| keys.get(d)).collect();
+            let key = content_hash(&json!({"state": rendered, "dependencies": dep_keys}));
+            keys.insert(component.clone(), key.clone());
+            let step = format!("{name}-deploy-{component}-{}", short(&key));
+            step_names.insert(component.clone(), step.clone());
+            let mut waits_for = vec![sandbox.clone()];
+            waits_for.extend(deps.iter().filter_map(|d| step_names.get(d).cloned()));
+            steps.push(Step {
+                name: step,
+                operation: Operation::Deploy,
+                entity: EntityRef {
+                    kind: EntityKind::Component,
+                    name: component.clone(),
+                },
+                desired: rendered,
+                waits_for,
+            });
+        }
+        steps
+    };
+
+    // Create every step whose prerequisites succeeded; note what is still in flight.
+    let mut blocked = false;
+    let mut failed = None;
+    for step in &steps {
+        match phase_of(&step.name) {
+            Some(PlanPhase::Succeeded) => continue,
+            Some(PlanPhase::Failed | PlanPhase::Denied) => {
+                failed = Some(step.name.clone());
+                continue;
+            }
+            Some(_) => {
+                blocked = true;
+                continue;
+            }
+            None => {}
+        }
+        if step
+            .waits_for
+            .iter()
+            .all(|w| phase_of(w) == Some(PlanPhase::Succeeded))
+        {
+            create_plan(&plans_api, install, &app, step).await?;
+        }
+        blocked = true;
+    }
+    let done = !blocked && failed.is_none() && steps.len() == expected_steps(&graph);
+    if deleting {
+        set_status(install, client, InstallPhase::Deprovisioning, vec![], None).await?;
+        // Ok removes the finalizer; until the last Plan succeeded, keep it (an error
+        // makes the controller look again soon).
+        return if done {
+            Ok(Action::await_change())
+        } else {
+            Err(InstallError::Finalizer(
+                "waiting for the teardown plans".into(),
+            ))
+        };
+    }
+    let phase = match (&failed, done, phase_of(&steps[0].name)) {
+        (Some(_), _, _) => InstallPhase::Degraded,
+        (None, true, _) => InstallPhase::Active,
+        (None, false, Some(PlanPhase::Succeeded)) => InstallPhase::Deploying,
+        _ => InstallPhase::Provisioning,
+    };
+    let states = component_states(
+        &graph,
+        &steps,
+        &plans,
+        app.status.as_ref().and_then(|s| s.release.clone()),
+    );
+    let last = steps
+        .iter()
+        .rev()
+        .find(|s| plans.contains_key(&s.name))
+        .map(|s| s.name.clone());
+    set_status(install, client, phase, states, last).await?;
+    Ok(Action::requeue(Duration::from_secs(if done {
+        300
+    } else {
+        5
+    })))
+}
+
+/// Every component's step plus the sandbox's.
+fn expected_steps(graph: &ComponentGraph) -> usize {
+    graph.deploy_order().len() + 1
+}
+
+/// Outputs of the latest succeeded provision and deploy Plans.
+fn outputs_of(plans: &BTreeMap<String, Plan>) -> InstallOutputs {
+    let mut outputs = InstallOutputs::default();
+    let mut succeeded: Vec<&Plan> = plans
+        .values()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Succeeded))
+        .collect();
+    succeeded.sort_by_key(|p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.finished_at.clone())
+            .map(|t| t.0)
+    });
+    for plan in succeeded {
+        let values = plan
+            .status
+            .as_ref()
+            .map(|s| s.outputs.clone())
+            .unwrap_or_default();
+        match (plan.spec.operation, plan.spec.entity.kind) {
+            (Operation::Provision | Operation::Reprovision, EntityKind::Sandbox) => {
+                outputs.sandbox = values
+            }
+            (Operation::Deploy, EntityKind::Component) => {
+                outputs
+                    .components
+                    .insert(plan.spec.entity.name.clone(), values);
+            }
+            _ => {}
+        }
+    }
+    outputs
+}
+
+async fn create_plan(
+    api: &Api<Plan>,
+    install: &Install,
+    app: &App,
+    step: &Step,
+) -> Result<(), InstallError> {
+    let owner = install
+        .controller_owner_ref(&())
+        .expect("a stored Install has a name and uid");
+    let mut plan = Plan::new(
+        &step.name,
+        PlanSpec {
+            install: install.name_any(),
+            operation: step.operation,
+            entity: step.entity.clone(),
+            reason: Some("converge".into()),
+            release: app.status.as_ref().and_then(|s| s.release.clone()),
+            role_override: None,
+            desired_state: Some(step.desired.clone()),
+            content_hash: Some(content_hash(&step.desired)),
+            base_revision: install.resource_version(),
+        },
+    );
+    plan.metadata.owner_references = Some(vec![owner]);
+    plan.metadata.labels = Some(BTreeMap::from([(
+        INSTALL_LABEL.to_owned(),
+        install.name_any(),
+    )]));
+    match api.create(&PostParams::default(), &plan).await {
+        Ok(_) => Ok(()),
+        // Already created by an earlier reconcile (or a replica before a restart).
+        Err(kube_client::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn component_states(
+    graph: &ComponentGraph,
+    steps: &[Step],
+    plans: &BTreeMap<String, Plan>,
+    release: Option<String>,
+) -> Vec<ComponentState> {
+    graph
+        .deploy_order()
+        .iter()
+        .map(|component| {
+            let step = steps
+                .iter()
+                .find(|s| s.entity.name == *component && s.entity.kind == EntityKind::Component);
+            let phase = step
+                .and_then(|s| plans.get(&s.name))
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase);
+            ComponentState {
+                name: component.clone(),
+                release: (phase == Some(PlanPhase::Succeeded))
+                    .then(|| release.clone())
+                    .flatten(),
+                phase: Some(match phase {
+                    Some(PlanPhase::Succeeded) => ComponentPhase::Deployed,
+                    Some(PlanPhase::Failed | PlanPhase::Denied) => ComponentPhase::Failed,
+                    Some(_) => ComponentPhase::Deploying,
+                    None => ComponentPhase::Pending,
+                }),
+                last_plan: step
+                    .filter(|s| plans.contains_key(&s.name))
+                    .map(|s| s.name.clone()),
+                drift: None,
+            }
+        })
+        .collect()
+}
+
+async fn set_status(
+    install: &Install,
+    client: &Client,
+    phase: InstallPhase,
+    components: Vec<ComponentState>,
+    last_plan: Option<String>,
+) -> Result<(), InstallError> {
+    let status = InstallStatus {
+        phase: Some(phase),
+        components,
+        last_plan,
+        observed_generation: install.metadata.generation,
+        ..install.status.clone().unwrap_or_default()
+    };
+    if install.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    Api::<Install>::namespaced(client.clone(), &install.namespace().unwrap_or_default())
+        .patch_status(
+            &install.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await?;
+    Ok(())
+}
+
+fn error_policy(_: Arc<Install>, err: &InstallError, _: Arc<Context>) -> Action {
+    tracing::debug!(error = %err, "install reconcile: retrying");
+    Action::requeue(Duration::from_secs(2))
+}

@@ -1,0 +1,201 @@
+//! The Install controller, with the test playing the runner (which arrives with the
+//! runner issue): it completes approved Plans and hands back outputs.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use outpost_api::{Install, Plan};
+use outpost_e2e::{Backend, ControlPlane, on_both_backends};
+use serde_json::json;
+
+on_both_backends!(installs_deploy_in_dependency_order_replan_on_input_change_and_tear_down);
+
+fn manifests() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
+}
+
+fn outputs(plan: &Plan) -> serde_json::Value {
+    match (plan.spec.operation.as_str(), plan.spec.entity.name.as_str()) {
+        ("provision", _) => json!({"private_subnet_ids": ["subnet-a", "subnet-b"]}),
+        ("deploy", "database") => json!({"endpoint": "db.internal:5432"}),
+        ("deploy", "cache") => json!({"host": "cache.internal:6379"}),
+        ("deploy", "web-image") => json!({"image": "registry.example/web@sha256:abc"}),
+        _ => json!({}),
+    }
+}
+
+/// Completes approved Plans of `install` until `done` holds; returns them in completion order.
+async fn play_runner(
+    plans: &Api<Plan>,
+    install: &str,
+    done: impl AsyncFn() -> bool,
+) -> Vec<(String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut completed = Vec::new();
+    loop {
+        let listed = plans
+            .list(&ListParams::default().labels(&format!("outpost.dev/install={install}")))
+            .await
+            .unwrap();
+        for plan in listed.items {
+            let approved = plan
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .map(|p| format!("{p:?}"))
+                == Some("Approved".into());
+            if !approved {
+                continue;
+            }
+            let name = plan.metadata.name.clone().unwrap();
+            let patch = json!({"status": {"phase": "Succeeded", "finishedAt": jiff::Timestamp::now().to_string(), "outputs": outputs(&plan)}});
+            plans
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+            completed.push((
+                plan.spec.operation.as_str().to_owned(),
+                plan.spec.entity.name.clone(),
+            ));
+        }
+        if done().await {
+            return completed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never converged; completed so far: {completed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn position(order: &[(String, String)], operation: &str, entity: &str) -> usize {
+    order
+        .iter()
+        .position(|(o, e)| o == operation && e == entity)
+        .unwrap_or_else(|| panic!("no {operation} of {entity} in {order:?}"))
+}
+
+async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_down(
+    backend: Backend,
+) {
+    let cp = ControlPlane::start(backend).await;
+    let kubectl = cp.kubectl();
+    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let _controllers = cp.start_controllers("installs");
+    let client = cp.client().await;
+    let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
+    let installs: Api<Install> = Api::namespaced(client.clone(), "default");
+    let active = async || {
+        installs
+            .get("globex")
+            .await
+            .ok()
+            .and_then(|i| i.status)
+            .and_then(|s| s.phase)
+            .map(|p| format!("{p:?}"))
+            == Some("Active".into())
+    };
+
+    let order = play_runner(&plans, "globex", &active).await;
+    assert_eq!(
+        order[0],
+        ("provision".to_owned(), "sandbox".to_owned()),
+        "{order:?}"
+    );
+    for dependency in ["database", "cache", "web-image"] {
+        assert!(
+            position(&order, "deploy", dependency) < position(&order, "deploy", "web"),
+            "{order:?}"
+        );
+    }
+    assert!(
+        position(&order, "deploy", "web") < position(&order, "deploy", "ingress"),
+        "{order:?}"
+    );
+    let finalizers = installs
+        .get("globex")
+        .await
+        .unwrap()
+        .metadata
+        .finalizers
+        .unwrap_or_default();
+    assert!(finalizers.contains(&"outpost.dev/install".to_owned()));
+    let rendered = kubectl.ok(&[
+        "get",
+        "plans",
+        "-l",
+        "outpost.dev/install=globex",
+        "-o",
+        "jsonpath={.items[*].spec.desiredState}",
+    ]);
+    assert!(
+        rendered.contains("db.internal:5432"),
+        "web's manifest got the database's output"
+    );
+    assert!(
+        rendered.contains("${outpost-secret:db_password}"),
+        "secrets stay references"
+    );
+
+    // Changing the domain re-plans exactly the components that use it.
+    let before: BTreeSet<String> = plans
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    installs
+        .patch(
+            "globex",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"inputs": {"domain": "shop.globex.example"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let replanned = play_runner(&plans, "globex", &active).await;
+    let after: BTreeSet<String> = plans
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let new: Vec<&String> = after.difference(&before).collect();
+    assert_eq!(new.len(), 2, "only web and ingress re-planned: {new:?}");
+    assert!(
+        new.iter().any(|n| n.contains("-deploy-web-"))
+            && new.iter().any(|n| n.contains("-deploy-ingress-")),
+        "{new:?}"
+    );
+    assert_eq!(replanned.len(), 2, "{replanned:?}");
+
+    // Deleting the install tears down in reverse order, then deprovisions, then it goes.
+    installs
+        .delete("globex", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = async || installs.get_opt("globex").await.unwrap().is_none();
+    let teardown = play_runner(&plans, "globex", &gone).await;
+    assert!(
+        position(&teardown, "teardown", "ingress") < position(&teardown, "teardown", "web"),
+        "{teardown:?}"
+    );
+    for dependency in ["database", "cache", "web-image"] {
+        assert!(
+            position(&teardown, "teardown", "web") < position(&teardown, "teardown", dependency),
+            "{teardown:?}"
+        );
+    }
+    assert_eq!(
+        teardown.last().unwrap(),
+        &("deprovision".to_owned(), "sandbox".to_owned()),
+        "{teardown:?}"
+    );
+}
