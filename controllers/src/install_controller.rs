@@ -56,11 +56,22 @@ pub async fn run(client: Client) {
     let ctx = Arc::new(Context {
         client: client.clone(),
     });
+    // A change to an App or its Components rolls the new release out to every install.
+    let app_changes = futures::stream::select(
+        watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
+            .filter_map(|e| async move { changed(&e).then_some(()) }),
+        watcher::watcher(
+            Api::<Component>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .filter_map(|e| async move { changed(&e).then_some(()) }),
+    );
     Controller::new(
         Api::<Install>::all(client.clone()),
         watcher::Config::default(),
     )
     .owns(Api::<Plan>::all(client), watcher::Config::default())
+    .reconcile_all_on(app_changes)
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {
         if let Err(err) = result {
@@ -68,6 +79,14 @@ pub async fn run(client: Client) {
         }
     })
     .await;
+}
+
+/// Whether a watch event is a change (not a relist marker or an error).
+fn changed<K>(event: &Result<watcher::Event<K>, watcher::Error>) -> bool {
+    matches!(
+        event,
+        Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))
+    )
 }
 
 async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, InstallError> {

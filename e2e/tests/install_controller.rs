@@ -10,7 +10,10 @@ use outpost_api::{Install, Plan};
 use outpost_e2e::{Backend, ControlPlane, on_both_backends};
 use serde_json::json;
 
-on_both_backends!(installs_deploy_in_dependency_order_replan_on_input_change_and_tear_down);
+on_both_backends!(
+    installs_deploy_in_dependency_order_replan_on_input_change_and_tear_down,
+    killing_the_controllers_mid_rollout_creates_no_duplicate_plans,
+);
 
 fn manifests() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
@@ -176,6 +179,34 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
     );
     assert_eq!(replanned.len(), 2, "{replanned:?}");
 
+    // A change to a component (the app's release) rolls out to the install: only ingress.
+    let components: Api<kube_client::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube_client::core::ApiResource::from_gvk_with_plural(
+            &kube_client::core::GroupVersionKind::gvk("outpost.dev", "v1alpha1", "Component"),
+            "components",
+        ),
+    );
+    components
+        .patch(
+            "ingress",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drift": {"intervalSeconds": 600}}})),
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let rolled = play_runner(&plans, "globex", async || {
+        active().await && started.elapsed() > Duration::from_millis(300)
+    })
+    .await;
+    assert_eq!(
+        rolled,
+        [("deploy".to_owned(), "ingress".to_owned())],
+        "the component change rolled out alone"
+    );
+
     // Deleting the install tears down in reverse order, then deprovisions, then it goes.
     installs
         .delete("globex", &DeleteParams::default())
@@ -198,4 +229,51 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         &("deprovision".to_owned(), "sandbox".to_owned()),
         "{teardown:?}"
     );
+}
+
+async fn killing_the_controllers_mid_rollout_creates_no_duplicate_plans(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    cp.kubectl()
+        .ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let client = cp.client().await;
+    let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
+    let installs: Api<Install> = Api::namespaced(client.clone(), "default");
+    let active = async || {
+        installs
+            .get("globex")
+            .await
+            .ok()
+            .and_then(|i| i.status)
+            .and_then(|s| s.phase)
+            .map(|p| format!("{p:?}"))
+            == Some("Active".into())
+    };
+    // The same replica identity, killed (SIGKILL) and restarted while the rollout runs.
+    let mut controllers = cp.start_controllers("flaky");
+    let restarts = async {
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            controllers.kill();
+            controllers = cp.start_controllers("flaky");
+        }
+    };
+    let (order, ()) = tokio::join!(play_runner(&plans, "globex", &active), restarts);
+    assert!(active().await);
+    let all = plans
+        .list(&ListParams::default().labels("outpost.dev/install=globex"))
+        .await
+        .unwrap()
+        .items;
+    let mut seen = BTreeSet::new();
+    for plan in &all {
+        let key = (plan.spec.operation.as_str(), plan.spec.entity.name.clone());
+        assert!(
+            seen.insert(key.clone()),
+            "two plans for {key:?}: {:?}",
+            all.iter()
+                .map(|p| p.metadata.name.clone())
+                .collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(all.len(), 6, "sandbox + five components: {order:?}");
 }
