@@ -23,8 +23,9 @@ use kube_client::runtime::finalizer::{Event, finalizer};
 use kube_client::runtime::watcher;
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
-    App, Component, ComponentPhase, ComponentState, EntityKind, EntityRef, Install, InstallPhase,
-    InstallStatus, Operation, Plan, PlanPhase, PlanSpec, content_hash,
+    Action as AppAction, App, Component, ComponentPhase, ComponentState, EntityKind, EntityRef,
+    Install, InstallPhase, InstallStatus, Operation, Plan, PlanPhase, PlanSpec, TriggerKind,
+    content_hash,
 };
 use serde_json::{Value, json};
 
@@ -165,6 +166,7 @@ async fn converge(
             .collect::<String>()
     };
 
+    let mut all_rendered = true;
     let steps: Vec<Step> = if deleting {
         let mut steps = Vec::new();
         let mut previous: Vec<String> = Vec::new();
@@ -247,7 +249,10 @@ async fn converge(
                     .ok(),
                 _ => None,
             };
-            let Some(rendered) = rendered else { break };
+            let Some(rendered) = rendered else {
+                all_rendered = false;
+                break;
+            };
             let dep_keys: Vec<&String> = deps.iter().filter_map(|d| keys.get(d)).collect();
             let key = content_hash(&json!({"state": rendered, "dependencies": dep_keys}));
             keys.insert(component.clone(), key.clone());
@@ -268,6 +273,13 @@ async fn converge(
         }
         steps
     };
+
+    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().fields(&format!("spec.app={}", install.spec.app)))
+        .await?
+        .items;
+    let context = TemplateContext::new(&app, install, &outputs).ok();
+    let steps = with_triggers(steps, &actions, context.as_ref());
 
     // Create every step whose prerequisites succeeded; note what is still in flight.
     let mut blocked = false;
@@ -294,7 +306,7 @@ async fn converge(
         }
         blocked = true;
     }
-    let done = !blocked && failed.is_none() && steps.len() == expected_steps(&graph);
+    let done = !blocked && failed.is_none() && all_rendered;
     if deleting {
         set_status(install, client, InstallPhase::Deprovisioning, vec![], None).await?;
         // Ok removes the finalizer; until the last Plan succeeded, keep it (an error
@@ -332,9 +344,75 @@ async fn converge(
     })))
 }
 
-/// Every component's step plus the sandbox's.
-fn expected_steps(graph: &ComponentGraph) -> usize {
-    graph.deploy_order().len() + 1
+/// The trigger kinds that run before and after a step.
+fn hooks(step: &Step) -> Option<(TriggerKind, TriggerKind)> {
+    use TriggerKind::*;
+    Some(match step.operation {
+        Operation::Provision => (PreProvision, PostProvision),
+        Operation::Reprovision => (PreReprovision, PostReprovision),
+        Operation::Deprovision => (PreDeprovision, PostDeprovision),
+        Operation::Deploy => (PreDeployComponent, PostDeployComponent),
+        Operation::Teardown => (PreTeardownComponent, PostTeardownComponent),
+        Operation::Trigger => return None,
+    })
+}
+
+/// Adds `trigger` Plans for the actions hooked to each step: a pre-hook runs first and
+/// the step waits for it; a post-hook runs once the step succeeded.
+fn with_triggers(
+    steps: Vec<Step>,
+    actions: &[AppAction],
+    context: Option<&TemplateContext>,
+) -> Vec<Step> {
+    let mut out = Vec::with_capacity(steps.len());
+    for mut step in steps {
+        let Some((pre, post)) = hooks(&step) else {
+            out.push(step);
+            continue;
+        };
+        let entity = step.entity.name.clone();
+        let hooked = |kind: TriggerKind| -> Vec<&AppAction> {
+            actions
+                .iter()
+                .filter(|action| {
+                    action.spec.triggers.iter().any(|t| {
+                        t.kind() == Some(kind)
+                            && (!kind.requires_component()
+                                || t.component.as_deref() == Some(entity.as_str()))
+                    })
+                })
+                .collect()
+        };
+        let trigger = |action: &AppAction, when: &str, waits_for: Vec<String>| {
+            let spec = serde_json::to_value(&action.spec).unwrap_or_default();
+            Step {
+                name: format!("{}-{when}-{}", step.name, action.name_any()),
+                operation: Operation::Trigger,
+                entity: EntityRef {
+                    kind: EntityKind::Action,
+                    name: action.name_any(),
+                },
+                desired: context
+                    .and_then(|c| c.render_value(&spec).ok())
+                    .unwrap_or(spec),
+                waits_for,
+            }
+        };
+        let pre_steps: Vec<Step> = hooked(pre)
+            .into_iter()
+            .map(|a| trigger(a, "pre", step.waits_for.clone()))
+            .collect();
+        let post_steps: Vec<Step> = hooked(post)
+            .into_iter()
+            .map(|a| trigger(a, "post", vec![step.name.clone()]))
+            .collect();
+        step.waits_for
+            .extend(pre_steps.iter().map(|s| s.name.clone()));
+        out.extend(pre_steps);
+        out.push(step);
+        out.extend(post_steps);
+    }
+    out
 }
 
 /// Outputs of the latest succeeded provision and deploy Plans.

@@ -118,6 +118,16 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         position(&order, "deploy", "web") < position(&order, "deploy", "ingress"),
         "{order:?}"
     );
+    // The migrate action's pre-deploy-component trigger on web runs after web's
+    // dependencies and before web.
+    assert!(
+        position(&order, "deploy", "database") < position(&order, "trigger", "migrate"),
+        "{order:?}"
+    );
+    assert!(
+        position(&order, "trigger", "migrate") < position(&order, "deploy", "web"),
+        "{order:?}"
+    );
     let finalizers = installs
         .get("globex")
         .await
@@ -171,13 +181,18 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         .filter_map(|p| p.metadata.name)
         .collect();
     let new: Vec<&String> = after.difference(&before).collect();
-    assert_eq!(new.len(), 2, "only web and ingress re-planned: {new:?}");
+    assert_eq!(
+        new.len(),
+        3,
+        "only web (with its pre-deploy migrate) and ingress re-planned: {new:?}"
+    );
+    assert!(new.iter().any(|n| n.ends_with("-pre-migrate")), "{new:?}");
     assert!(
         new.iter().any(|n| n.contains("-deploy-web-"))
             && new.iter().any(|n| n.contains("-deploy-ingress-")),
         "{new:?}"
     );
-    assert_eq!(replanned.len(), 2, "{replanned:?}");
+    assert_eq!(replanned.len(), 3, "{replanned:?}");
 
     // A change to a component (the app's release) rolls out to the install: only ingress.
     let components: Api<kube_client::api::DynamicObject> = Api::namespaced_with(
@@ -275,5 +290,9 @@ async fn killing_the_controllers_mid_rollout_creates_no_duplicate_plans(backend:
                 .collect::<Vec<_>>()
         );
     }
-    assert_eq!(all.len(), 6, "sandbox + five components: {order:?}");
+    assert_eq!(
+        all.len(),
+        7,
+        "sandbox, five components and the migrate trigger: {order:?}"
+    );
 }
