@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
@@ -30,6 +31,7 @@ use outpost_api::{
 use serde_json::{Value, json};
 
 use crate::graph::ComponentGraph;
+use crate::maintenance::{is_maintenance, is_open};
 use crate::template::{InstallOutputs, TemplateContext};
 
 /// The Install finalizer.
@@ -146,7 +148,7 @@ async fn converge(
         if deleting {
             return Ok(Action::await_change()); // nothing was ever deployed from a missing app
         }
-        set_status(install, client, InstallPhase::Pending, vec![], None).await?;
+        set_status(install, client, InstallPhase::Pending, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
     let components = Api::<Component>::namespaced(client.clone(), &namespace)
@@ -154,7 +156,7 @@ async fn converge(
         .await?
         .items;
     let Ok(graph) = ComponentGraph::new(&components) else {
-        set_status(install, client, InstallPhase::Degraded, vec![], None).await?;
+        set_status(install, client, InstallPhase::Degraded, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
     };
     let outputs = outputs_of(&plans);
@@ -284,6 +286,8 @@ async fn converge(
     // Create every step whose prerequisites succeeded; note what is still in flight.
     let mut blocked = false;
     let mut failed = None;
+    let mut held = None;
+    let window_open = is_open(&install.spec.maintenance_windows, jiff::Timestamp::now());
     for step in &steps {
         match phase_of(&step.name) {
             Some(PlanPhase::Succeeded) => continue,
@@ -297,18 +301,31 @@ async fn converge(
             }
             None => {}
         }
-        if step
+        let ready = step
             .waits_for
             .iter()
-            .all(|w| phase_of(w) == Some(PlanPhase::Succeeded))
-        {
+            .all(|w| phase_of(w) == Some(PlanPhase::Succeeded));
+        if ready && is_maintenance(step.operation) && !window_open {
+            held = Some(step.name.clone());
+        } else if ready {
             create_plan(&plans_api, install, &app, step).await?;
         }
         blocked = true;
     }
+    if let Some(step) = &held {
+        tracing::info!(install = %name, plan = %step, "held until the next maintenance window");
+    }
     let done = !blocked && failed.is_none() && all_rendered;
     if deleting {
-        set_status(install, client, InstallPhase::Deprovisioning, vec![], None).await?;
+        set_status(
+            install,
+            client,
+            InstallPhase::Deprovisioning,
+            vec![],
+            None,
+            None,
+        )
+        .await?;
         // Ok removes the finalizer; until the last Plan succeeded, keep it (an error
         // makes the controller look again soon).
         return if done {
@@ -331,17 +348,28 @@ async fn converge(
         &plans,
         app.status.as_ref().and_then(|s| s.release.clone()),
     );
+    let held_condition = held.as_ref().map(|step| Condition {
+        type_: "Held".into(),
+        status: "True".into(),
+        reason: "OutsideMaintenanceWindow".into(),
+        message: format!("plan {step} waits for the install's next maintenance window"),
+        observed_generation: install.metadata.generation,
+        last_transition_time: Time(jiff::Timestamp::now()),
+    });
     let last = steps
         .iter()
         .rev()
         .find(|s| plans.contains_key(&s.name))
         .map(|s| s.name.clone());
-    set_status(install, client, phase, states, last).await?;
-    Ok(Action::requeue(Duration::from_secs(if done {
+    set_status(install, client, phase, states, last, held_condition).await?;
+    let again = if done {
         300
+    } else if held.is_some() {
+        60
     } else {
         5
-    })))
+    };
+    Ok(Action::requeue(Duration::from_secs(again)))
 }
 
 /// The trigger kinds that run before and after a step.
@@ -528,22 +556,49 @@ async fn set_status(
     phase: InstallPhase,
     components: Vec<ComponentState>,
     last_plan: Option<String>,
+    held: Option<Condition>,
 ) -> Result<(), InstallError> {
+    let previous = install.status.clone().unwrap_or_default();
+    // Keep other controllers' conditions; ours is `Held`, present only while held
+    // (its transition time kept while it stays).
+    let mut conditions: Vec<Condition> = previous
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != "Held")
+        .cloned()
+        .collect();
+    if let Some(mut held) = held {
+        if let Some(before) = previous
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Held" && c.message == held.message)
+        {
+            held.last_transition_time = before.last_transition_time.clone();
+        }
+        conditions.push(held);
+    }
     let status = InstallStatus {
         phase: Some(phase),
         components,
         last_plan,
+        conditions,
         observed_generation: install.metadata.generation,
-        ..install.status.clone().unwrap_or_default()
+        ..previous
     };
     if install.status.as_ref() == Some(&status) {
         return Ok(());
     }
+    // A merge patch leaves out what serialises to nothing; say explicitly that emptied
+    // fields are empty, or the stale values would stay.
+    let mut body = serde_json::to_value(&status).unwrap_or_default();
+    body["conditions"] = json!(status.conditions);
+    body["components"] = json!(status.components);
+    body["lastPlan"] = json!(status.last_plan);
     Api::<Install>::namespaced(client.clone(), &install.namespace().unwrap_or_default())
         .patch_status(
             &install.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
+            &Patch::Merge(json!({ "status": body })),
         )
         .await?;
     Ok(())

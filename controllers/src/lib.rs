@@ -10,6 +10,7 @@ pub mod install_controller;
 pub mod install_stack;
 pub mod install_stack_controller;
 pub mod leader;
+pub mod maintenance;
 pub mod plan_gate;
 pub mod plan_policies;
 pub mod reference;

@@ -35,7 +35,7 @@ async fn play_runner(
     install: &str,
     done: impl AsyncFn() -> bool,
 ) -> Vec<(String, String)> {
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut completed = Vec::new();
     loop {
         let listed = plans
@@ -66,10 +66,23 @@ async fn play_runner(
         if done().await {
             return completed;
         }
-        assert!(
-            Instant::now() < deadline,
-            "never converged; completed so far: {completed:?}"
-        );
+        if Instant::now() > deadline {
+            let phases: Vec<String> = plans
+                .list(&ListParams::default().labels(&format!("outpost.dev/install={install}")))
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}={:?}",
+                        p.metadata.name.clone().unwrap_or_default(),
+                        p.status.as_ref().and_then(|s| s.phase)
+                    )
+                })
+                .collect();
+            panic!("never converged; completed so far: {completed:?}; plans: {phases:?}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -220,6 +233,83 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         rolled,
         [("deploy".to_owned(), "ingress".to_owned())],
         "the component change rolled out alone"
+    );
+
+    // A maintenance window that is closed now holds deploys: the change waits, visibly.
+    let later = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC)
+        + jiff::SignedDuration::from_hours(12);
+    let window = json!({
+        "days": [format!("{:?}", later.weekday())],
+        "start": later.strftime("%H:%M").to_string(),
+        "durationMinutes": 1,
+    });
+    installs
+        .patch(
+            "globex",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"maintenanceWindows": [window], "inputs": {"domain": "held.globex.example"}}})),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let install = installs.get("globex").await.unwrap();
+        let held = install.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Held" && c.status == "True")
+        });
+        if held {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the install never reported the held plan"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let during: BTreeSet<String> = plans
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let sneaked: Vec<&String> = during
+        .difference(&after)
+        .filter(|n| !n.contains("-deploy-ingress-"))
+        .collect();
+    assert!(
+        sneaked.is_empty(),
+        "nothing is planned outside the window: {sneaked:?}"
+    );
+    installs
+        .patch(
+            "globex",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(
+                    json!([{"op": "remove", "path": "/spec/maintenanceWindows"}]),
+                )
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    let released = play_runner(&plans, "globex", async || {
+        active().await
+            && installs
+                .get("globex")
+                .await
+                .unwrap()
+                .status
+                .is_some_and(|s| !s.conditions.iter().any(|c| c.type_ == "Held"))
+    })
+    .await;
+    assert!(
+        released.iter().any(|(o, e)| o == "deploy" && e == "web"),
+        "the held change went out once the window was gone: {released:?}"
     );
 
     // Deleting the install tears down in reverse order, then deprovisions, then it goes.
