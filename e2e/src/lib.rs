@@ -10,6 +10,11 @@ pub use cluster::{Backend, ControlPlane, Process, outpost_binary};
 pub use kubectl::{Kubectl, Run};
 pub use raw::Reply;
 
+/// The repository's `manifests/` directory (the example app).
+pub fn manifests() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
+}
+
 /// Declares each listed `async fn NAME(backend: Backend)` as two tests,
 /// `embedded::NAME` and `etcd::NAME`.
 #[macro_export]

@@ -1,16 +1,11 @@
 //! `outpost controllers` against `outpost server`: replicas elect one leader; the App
 //! controller validates apps as a whole and records the release.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use outpost_e2e::{Backend, ControlPlane, Kubectl, on_both_backends};
+use outpost_e2e::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
 
 on_both_backends!(app_controller_marks_apps_ready_or_invalid_and_fails_over);
-
-fn manifests() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
-}
 
 fn eventually(
     kubectl: &Kubectl,

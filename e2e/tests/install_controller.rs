@@ -2,22 +2,17 @@
 //! runner issue): it completes approved Plans and hands back outputs.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use outpost_api::{Install, Plan};
-use outpost_e2e::{Backend, ControlPlane, on_both_backends};
+use outpost_e2e::{Backend, ControlPlane, manifests, on_both_backends};
 use serde_json::json;
 
 on_both_backends!(
     installs_deploy_in_dependency_order_replan_on_input_change_and_tear_down,
     killing_the_controllers_mid_rollout_creates_no_duplicate_plans,
 );
-
-fn manifests() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
-}
 
 fn outputs(plan: &Plan) -> serde_json::Value {
     match (plan.spec.operation.as_str(), plan.spec.entity.name.as_str()) {
@@ -87,6 +82,17 @@ async fn play_runner(
     }
 }
 
+/// Whether the install reports phase Active.
+async fn is_active(installs: &Api<Install>, name: &str) -> bool {
+    installs
+        .get(name)
+        .await
+        .ok()
+        .and_then(|i| i.status)
+        .and_then(|s| s.phase)
+        == Some(outpost_api::InstallPhase::Active)
+}
+
 fn position(order: &[(String, String)], operation: &str, entity: &str) -> usize {
     order
         .iter()
@@ -104,16 +110,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
     let client = cp.client().await;
     let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
     let installs: Api<Install> = Api::namespaced(client.clone(), "default");
-    let active = async || {
-        installs
-            .get("globex")
-            .await
-            .ok()
-            .and_then(|i| i.status)
-            .and_then(|s| s.phase)
-            .map(|p| format!("{p:?}"))
-            == Some("Active".into())
-    };
+    let active = async || is_active(&installs, "globex").await;
 
     let order = play_runner(&plans, "globex", &active).await;
     assert_eq!(
@@ -343,16 +340,7 @@ async fn killing_the_controllers_mid_rollout_creates_no_duplicate_plans(backend:
     let client = cp.client().await;
     let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
     let installs: Api<Install> = Api::namespaced(client.clone(), "default");
-    let active = async || {
-        installs
-            .get("globex")
-            .await
-            .ok()
-            .and_then(|i| i.status)
-            .and_then(|s| s.phase)
-            .map(|p| format!("{p:?}"))
-            == Some("Active".into())
-    };
+    let active = async || is_active(&installs, "globex").await;
     // The same replica identity, killed (SIGKILL) and restarted while the rollout runs.
     let mut controllers = cp.start_controllers("flaky");
     let restarts = async {

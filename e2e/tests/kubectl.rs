@@ -1,13 +1,12 @@
 //! The machine's real kubectl against `outpost server`, on both stores.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
-use outpost_e2e::{Backend, ControlPlane, on_both_backends};
+use outpost_e2e::{Backend, ControlPlane, manifests, on_both_backends};
 use serde_json::json;
 
 on_both_backends!(
@@ -17,10 +16,6 @@ on_both_backends!(
     delete_waits_for_finalizers,
     selectors_filter,
 );
-
-fn manifests() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
-}
 
 fn installs() -> ApiResource {
     ApiResource::from_gvk_with_plural(

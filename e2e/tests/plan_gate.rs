@@ -2,17 +2,12 @@
 //! precedence chain (name and level shown by `kubectl get plans`), then the install's
 //! approval mode; an undeclared role denies it with a reason.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use outpost_e2e::{Backend, ControlPlane, Kubectl, on_both_backends};
+use outpost_e2e::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
 use serde_json::json;
 
 on_both_backends!(gate_resolves_roles_and_applies_approval_modes);
-
-fn manifests() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
-}
 
 fn plan(
     name: &str,
