@@ -86,7 +86,8 @@ pub struct Trigger {
     /// Component for `*-component` triggers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component: Option<String>,
-    /// Cron expression (5 fields) for `cron` triggers.
+    /// Cron expression for `cron` triggers: 5 fields (minute hour day month weekday),
+    /// or 6 with leading seconds; evaluated in UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
 }
@@ -300,11 +301,13 @@ fn validate_trigger(field: &str, trigger: &Trigger) -> Vec<FieldError> {
             format!("{field}.schedule"),
             "only cron triggers have a schedule",
         )),
-        (Some(s), true) if s.split_whitespace().count() != 5 => errors.push(FieldError::invalid(
-            format!("{field}.schedule"),
-            s,
-            "must be a cron expression with 5 fields",
-        )),
+        (Some(s), true) if !(5..=6).contains(&s.split_whitespace().count()) => {
+            errors.push(FieldError::invalid(
+                format!("{field}.schedule"),
+                s,
+                "must be a cron expression with 5 fields (or 6 with leading seconds)",
+            ))
+        }
         _ => {}
     }
     errors

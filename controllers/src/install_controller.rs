@@ -63,11 +63,18 @@ pub async fn run(client: Client) {
     let app_changes = futures::stream::select(
         watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
             .filter_map(|e| async move { changed(&e).then_some(()) }),
-        watcher::watcher(
-            Api::<Component>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .filter_map(|e| async move { changed(&e).then_some(()) }),
+        futures::stream::select(
+            watcher::watcher(
+                Api::<Component>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .filter_map(|e| async move { changed(&e).then_some(()) }),
+            watcher::watcher(
+                Api::<AppAction>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .filter_map(|e| async move { changed(&e).then_some(()) }),
+        ),
     );
     Controller::new(
         Api::<Install>::all(client.clone()),
@@ -336,6 +343,46 @@ async fn converge(
             ))
         };
     }
+    // Cron-triggered actions run on schedule once the install is up.
+    let mut next_cron: Option<jiff::Timestamp> = None;
+    if done {
+        let now = jiff::Timestamp::now();
+        for action in &actions {
+            let schedules = action
+                .spec
+                .triggers
+                .iter()
+                .filter(|t| t.kind() == Some(TriggerKind::Cron))
+                .filter_map(|t| t.schedule.as_deref())
+                .filter_map(|text| crate::cron::Schedule::parse(text).ok());
+            for schedule in schedules {
+                let prefix = format!("{name}-cron-{}-", action.name_any());
+                let last = plans
+                    .keys()
+                    .filter_map(|n| n.strip_prefix(&prefix)?.parse::<i64>().ok())
+                    .max()
+                    .and_then(|s| jiff::Timestamp::from_second(s).ok())
+                    .or_else(|| install.metadata.creation_timestamp.as_ref().map(|t| t.0))
+                    .unwrap_or(now);
+                let Ok((due, next)) = schedule.due(last, now) else {
+                    continue;
+                };
+                next_cron = Some(next_cron.map_or(next, |n| n.min(next)));
+                let Some(time) = due else { continue };
+                let step = trigger_step(
+                    &format!("{prefix}{}", time.as_second()),
+                    action,
+                    context.as_ref(),
+                    vec![],
+                );
+                if window_open {
+                    create_plan(&plans_api, install, &app, &step).await?;
+                } else {
+                    held = Some(step.name);
+                }
+            }
+        }
+    }
     let phase = match (&failed, done, phase_of(&steps[0].name)) {
         (Some(_), _, _) => InstallPhase::Degraded,
         (None, true, _) => InstallPhase::Active,
@@ -369,7 +416,12 @@ async fn converge(
     } else {
         5
     };
-    Ok(Action::requeue(Duration::from_secs(again)))
+    let until_cron = next_cron.map(|next| {
+        let wait = next.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+        Duration::from_millis(wait.clamp(50, 300_000) as u64)
+    });
+    let again = Duration::from_secs(again);
+    Ok(Action::requeue(until_cron.map_or(again, |c| c.min(again))))
 }
 
 /// The trigger kinds that run before and after a step.
@@ -383,6 +435,28 @@ fn hooks(step: &Step) -> Option<(TriggerKind, TriggerKind)> {
         Operation::Teardown => (PreTeardownComponent, PostTeardownComponent),
         Operation::Trigger => return None,
     })
+}
+
+/// A `trigger` Plan of `action`, its desired state the action rendered for the install.
+fn trigger_step(
+    name: &str,
+    action: &AppAction,
+    context: Option<&TemplateContext>,
+    waits_for: Vec<String>,
+) -> Step {
+    let spec = serde_json::to_value(&action.spec).unwrap_or_default();
+    Step {
+        name: name.to_owned(),
+        operation: Operation::Trigger,
+        entity: EntityRef {
+            kind: EntityKind::Action,
+            name: action.name_any(),
+        },
+        desired: context
+            .and_then(|c| c.render_value(&spec).ok())
+            .unwrap_or(spec),
+        waits_for,
+    }
 }
 
 /// Adds `trigger` Plans for the actions hooked to each step: a pre-hook runs first and

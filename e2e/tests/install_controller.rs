@@ -12,6 +12,7 @@ use serde_json::json;
 on_both_backends!(
     installs_deploy_in_dependency_order_replan_on_input_change_and_tear_down,
     killing_the_controllers_mid_rollout_creates_no_duplicate_plans,
+    cron_actions_run_on_schedule_once_per_firing,
 );
 
 fn outputs(plan: &Plan) -> serde_json::Value {
@@ -372,5 +373,59 @@ async fn killing_the_controllers_mid_rollout_creates_no_duplicate_plans(backend:
         all.len(),
         7,
         "sandbox, five components and the migrate trigger: {order:?}"
+    );
+}
+
+async fn cron_actions_run_on_schedule_once_per_firing(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let kubectl = cp.kubectl();
+    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let heartbeat = cp.scratch().join("heartbeat.yaml");
+    std::fs::write(
+        &heartbeat,
+        "apiVersion: outpost.dev/v1alpha1\nkind: Action\nmetadata:\n  name: heartbeat\nspec:\n  app: shopfront\n  triggers:\n    - type: cron\n      schedule: \"*/2 * * * * *\"\n  steps:\n    - name: ping\n      command: \"true\"\n",
+    )
+    .unwrap();
+    kubectl.ok(&["apply", "-f", heartbeat.to_str().unwrap()]);
+    let _controllers = cp.start_controllers("cron");
+    let client = cp.client().await;
+    let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
+    let installs: Api<Install> = Api::namespaced(client.clone(), "default");
+    // Bring globex up, then let the every-two-seconds action fire a few times.
+    play_runner(&plans, "globex", async || {
+        is_active(&installs, "globex").await
+    })
+    .await;
+    let cron_plans = async || {
+        plans
+            .list(&ListParams::default().labels("outpost.dev/install=globex"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .filter(|n| n.starts_with("globex-cron-heartbeat-"))
+            .collect::<Vec<_>>()
+    };
+    let fired = play_runner(&plans, "globex", async || cron_plans().await.len() >= 3).await;
+    assert!(
+        fired
+            .iter()
+            .all(|(o, e)| o == "trigger" && e == "heartbeat"),
+        "{fired:?}"
+    );
+    let names = cron_plans().await;
+    let times: BTreeSet<i64> = names
+        .iter()
+        .map(|n| {
+            n.trim_start_matches("globex-cron-heartbeat-")
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(times.len(), names.len(), "one plan per firing: {names:?}");
+    assert!(
+        times.iter().all(|t| t % 2 == 0),
+        "on the schedule: {times:?}"
     );
 }
