@@ -71,6 +71,18 @@ impl ControlPlane {
         }
     }
 
+    /// PATCHes `path` as the admin with a body of the given content type.
+    pub async fn patch(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
+        self.raw(
+            Some(&self.admin_token),
+            "PATCH",
+            path,
+            &[("content-type", content_type)],
+            body,
+        )
+        .await
+    }
+
     /// Opens a watch (or any streaming GET) as the admin and yields one JSON value per line.
     pub async fn stream_lines(
         &self,

@@ -155,11 +155,9 @@ async fn bad_input_gets_the_right_status_and_nothing_is_stored(backend: Backend)
     );
 
     let reply = cp
-        .raw(
-            admin,
-            "PATCH",
+        .patch(
             &format!("{INSTALLS}/x"),
-            &[("content-type", "application/strategic-merge-patch+json")],
+            "application/strategic-merge-patch+json",
             "{}",
         )
         .await;
@@ -428,15 +426,12 @@ async fn generation_status_and_optimistic_concurrency(backend: Backend) {
 
 async fn patch_types(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
-    let admin = Some(cp.admin_token.as_str());
     let path = format!("{INSTALLS}/p");
     create(&cp, &install("p")).await;
     let merge = cp
-        .raw(
-            admin,
-            "PATCH",
+        .patch(
             &path,
-            &[("content-type", "application/merge-patch+json")],
+            "application/merge-patch+json",
             r#"{"spec":{"approvalMode":"approve-all"}}"#,
         )
         .await;
@@ -449,35 +444,21 @@ async fn patch_types(backend: Backend) {
     // kube-rs adds finalizers with a `test` of a missing path against null.
     let json_patch = r#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["x/y"]}]"#;
     let reply = cp
-        .raw(
-            admin,
-            "PATCH",
-            &path,
-            &[("content-type", "application/json-patch+json")],
-            json_patch,
-        )
+        .patch(&path, "application/json-patch+json", json_patch)
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["metadata"]["finalizers"], json!(["x/y"]));
     let failing = r#"[{"op":"test","path":"/spec/app","value":"other"}]"#;
     let reply = cp
-        .raw(
-            admin,
-            "PATCH",
-            &path,
-            &[("content-type", "application/json-patch+json")],
-            failing,
-        )
+        .patch(&path, "application/json-patch+json", failing)
         .await;
     assert_eq!(reply.status, 422, "{}", reply.text);
 
     let apply = "apiVersion: outpost.dev/v1alpha1\nkind: Install\nmetadata:\n  name: p\nspec:\n  app: shopfront\n  approvalMode: prompt\n  cloud:\n    provider: aws\n    accountId: \"123456789012\"\n    region: us-east-1\n";
     let conflict = cp
-        .raw(
-            admin,
-            "PATCH",
+        .patch(
             &format!("{path}?fieldManager=tool"),
-            &[("content-type", "application/apply-patch+yaml")],
+            "application/apply-patch+yaml",
             apply,
         )
         .await;
@@ -487,11 +468,9 @@ async fn patch_types(backend: Backend) {
         conflict.text
     );
     let forced = cp
-        .raw(
-            admin,
-            "PATCH",
+        .patch(
             &format!("{path}?fieldManager=tool&force=true"),
-            &[("content-type", "application/apply-patch+yaml")],
+            "application/apply-patch+yaml",
             apply,
         )
         .await;
@@ -506,11 +485,9 @@ async fn patch_types(backend: Backend) {
     assert!(managers.contains(&"tool"), "{managers:?}");
     // Apply creates when absent.
     let created = cp
-        .raw(
-            admin,
-            "PATCH",
+        .patch(
             &format!("{INSTALLS}/fresh?fieldManager=tool"),
-            &[("content-type", "application/apply-patch+yaml")],
+            "application/apply-patch+yaml",
             apply.replace("name: p", "name: fresh"),
         )
         .await;
