@@ -83,6 +83,18 @@ async fn play_runner(
     }
 }
 
+/// The names of every Plan in the namespace.
+async fn plan_names(plans: &Api<Plan>) -> BTreeSet<String> {
+    plans
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
 /// Whether the install reports phase Active.
 async fn is_active(installs: &Api<Install>, name: &str) -> bool {
     installs
@@ -165,14 +177,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
     );
 
     // Changing the domain re-plans exactly the components that use it.
-    let before: BTreeSet<String> = plans
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .collect();
+    let before: BTreeSet<String> = plan_names(&plans).await;
     installs
         .patch(
             "globex",
@@ -183,14 +188,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let replanned = play_runner(&plans, "globex", &active).await;
-    let after: BTreeSet<String> = plans
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .collect();
+    let after: BTreeSet<String> = plan_names(&plans).await;
     let new: Vec<&String> = after.difference(&before).collect();
     assert_eq!(
         new.len(),
@@ -266,14 +264,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let during: BTreeSet<String> = plans
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .collect();
+    let during: BTreeSet<String> = plan_names(&plans).await;
     let sneaked: Vec<&String> = during
         .difference(&after)
         .filter(|n| !n.contains("-deploy-ingress-"))
