@@ -48,11 +48,41 @@ pub enum BenchCommand {
         #[arg(long)]
         etcd: Vec<String>,
     },
+    /// Time and store writes for the controllers to plan and roll out a new release to
+    /// many installs (in-process API server on the embedded store, every controller, and
+    /// a simulated runner that completes approved Plans at once).
+    Controllers {
+        /// Installs of the App.
+        #[arg(long, default_value_t = 1_000)]
+        installs: usize,
+        /// Components of the App.
+        #[arg(long, default_value_t = 10)]
+        components: usize,
+        /// Give up on a phase after this many seconds.
+        #[arg(long, default_value_t = 1_800)]
+        timeout_seconds: u64,
+    },
 }
 
 /// Runs a benchmark and prints its report.
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
+        BenchCommand::Controllers {
+            installs,
+            components,
+            timeout_seconds,
+        } => {
+            let bench = crate::bench_controllers::ControllersBench {
+                installs,
+                components,
+                timeout: Duration::from_secs(timeout_seconds),
+            };
+            eprintln!(
+                "running the controllers benchmark ({installs} installs x {components} components)..."
+            );
+            let report = bench.run().await?;
+            print!("{report}");
+        }
         BenchCommand::Store {
             ops,
             concurrency,

@@ -1,6 +1,7 @@
 //! `outpost`: the control plane's processes and the command-line verbs.
 
 mod bench;
+mod bench_controllers;
 mod client;
 mod controllers;
 mod manifests;

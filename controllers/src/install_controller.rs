@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 
 use crate::graph::ComponentGraph;
 use crate::maintenance::{is_maintenance, is_open};
+use crate::plan_index::PlanIndex;
 use crate::template::{InstallOutputs, TemplateContext};
 
 /// The Install finalizer.
@@ -52,12 +53,15 @@ pub enum InstallError {
 
 struct Context {
     client: Client,
+    plans: Arc<PlanIndex>,
 }
 
 /// Runs the Install controller until the stream ends.
 pub async fn run(client: Client) {
+    let plans = Arc::new(PlanIndex::default());
     let ctx = Arc::new(Context {
         client: client.clone(),
+        plans: plans.clone(),
     });
     // A change to an App or its Components rolls the new release out to every install.
     let app_changes = futures::stream::select(
@@ -80,7 +84,7 @@ pub async fn run(client: Client) {
         Api::<Install>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(Api::<Plan>::all(client), watcher::Config::default())
+    .reconcile_on(plans.watch(client))
     .reconcile_all_on(app_changes)
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {
@@ -102,10 +106,14 @@ fn changed<K>(event: &Result<watcher::Event<K>, watcher::Error>) -> bool {
 async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, InstallError> {
     let api =
         Api::<Install>::namespaced(ctx.client.clone(), &install.namespace().unwrap_or_default());
+    if !ctx.plans.is_ready() {
+        // Until the Plan index listed once, every Plan would look missing.
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     finalizer(&api, FINALIZER, install, |event| async {
         match event {
-            Event::Apply(install) => converge(&install, &ctx.client, false).await,
-            Event::Cleanup(install) => converge(&install, &ctx.client, true).await,
+            Event::Apply(install) => converge(&install, &ctx.client, &ctx.plans, false).await,
+            Event::Cleanup(install) => converge(&install, &ctx.client, &ctx.plans, true).await,
         }
     })
     .await
@@ -130,18 +138,13 @@ struct Step {
 async fn converge(
     install: &Install,
     client: &Client,
+    index: &PlanIndex,
     deleting: bool,
 ) -> Result<Action, InstallError> {
     let namespace = install.namespace().unwrap_or_default();
     let name = install.name_any();
     let plans_api = Api::<Plan>::namespaced(client.clone(), &namespace);
-    let plans: BTreeMap<String, Plan> = plans_api
-        .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={name}")))
-        .await?
-        .items
-        .into_iter()
-        .map(|p| (p.name_any(), p))
-        .collect();
+    let plans: BTreeMap<String, Plan> = index.of(&namespace, &name);
     let phase_of = |plan: &str| {
         plans
             .get(plan)
@@ -188,7 +191,14 @@ async fn converge(
                     kind: EntityKind::Component,
                     name: component.clone(),
                 },
-                desired: json!({"component": component}),
+                // The runner tears down what it last applied; the type picks its executor.
+                desired: json!({
+                    "component": component,
+                    "type": components
+                        .iter()
+                        .find(|c| c.name_any() == *component)
+                        .map(|c| c.spec.type_),
+                }),
                 waits_for: previous.clone(),
             });
             previous = vec![step];
@@ -306,6 +316,11 @@ async fn converge(
                 blocked = true;
                 continue;
             }
+            // Created, not gated yet.
+            None if plans.contains_key(&step.name) => {
+                blocked = true;
+                continue;
+            }
             None => {}
         }
         let ready = step
@@ -315,7 +330,7 @@ async fn converge(
         if ready && is_maintenance(step.operation) && !window_open {
             held = Some(step.name.clone());
         } else if ready {
-            create_plan(&plans_api, install, &app, step).await?;
+            create_plan(&plans_api, index, install, &app, step).await?;
         }
         blocked = true;
     }
@@ -376,7 +391,7 @@ async fn converge(
                     vec![],
                 );
                 if window_open {
-                    create_plan(&plans_api, install, &app, &step).await?;
+                    create_plan(&plans_api, index, install, &app, &step).await?;
                 } else {
                     held = Some(step.name);
                 }
@@ -553,6 +568,7 @@ fn outputs_of(plans: &BTreeMap<String, Plan>) -> InstallOutputs {
 
 async fn create_plan(
     api: &Api<Plan>,
+    index: &PlanIndex,
     install: &Install,
     app: &App,
     step: &Step,
@@ -580,7 +596,11 @@ async fn create_plan(
         install.name_any(),
     )]));
     match api.create(&PostParams::default(), &plan).await {
-        Ok(_) => Ok(()),
+        Ok(created) => {
+            // The watch brings it too, but a reconcile before that must not create it again.
+            index.remember(created);
+            Ok(())
+        }
         // Already created by an earlier reconcile (or a replica before a restart).
         Err(kube_client::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),

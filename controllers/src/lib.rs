@@ -13,6 +13,7 @@ pub mod install_stack_controller;
 pub mod leader;
 pub mod maintenance;
 pub mod plan_gate;
+pub mod plan_index;
 pub mod plan_policies;
 pub mod reference;
 pub mod role_chain;

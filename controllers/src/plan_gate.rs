@@ -124,6 +124,7 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
         .items
         .into_iter()
         .filter(|p| p.spec.app.as_deref().is_none_or(|a| a == install.spec.app))
+        .filter(|p| crate::plan_policies::selects(p.spec.install_selector.as_ref(), &install))
         .collect::<Vec<_>>();
     status.verdicts = (ctx.policies)(plan, &policies);
     let denials: Vec<String> = status

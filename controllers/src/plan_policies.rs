@@ -4,14 +4,20 @@
 //! | input kind   | document evaluated |
 //! |--------------|--------------------|
 //! | `plan`       | the Plan (operation, entity, resolved role) |
-//! | `kubernetes` | `desiredState.manifests` (each object) |
+//! | `kubernetes` | `desiredState.manifests` (each object), or the objects of a `kubernetes_manifest` component's rendered `manifest.content` |
 //! | `terraform`  | `desiredState.terraformPlan` (a plan JSON), when present |
-//! | `images`     | `desiredState.images` |
+//! | `images`     | `desiredState.images`, or the container images of those objects and a `container_image` component's source |
+//!
+//! A Policy with an `installSelector` applies only to installs whose labels it selects.
 //!
 //! A policy whose module does not compile denies (admission normally refuses such
 //! modules; this covers ones stored before a policy engine upgrade).
 
-use outpost_api::{Plan, Policy, PolicyInput, Verdict};
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube_client::ResourceExt as _;
+use outpost_api::{Install, Plan, Policy, PolicyInput, Verdict};
 use outpost_policy::{CompiledPolicy, PolicyMeta, compile, evaluate};
 use serde_json::Value;
 
@@ -33,18 +39,24 @@ pub fn check_plan(plan: &Plan, policies: &[Policy]) -> Vec<Verdict> {
     }
     let pairs: Vec<(&PolicyMeta, &CompiledPolicy)> = compiled.iter().map(|(m, c)| (m, c)).collect();
     let desired = plan.spec.desired_state.clone().unwrap_or(Value::Null);
+    let manifests = desired
+        .get("manifests")
+        .cloned()
+        .or_else(|| manifests_of(&desired));
+    let images = desired.get("images").cloned().or_else(|| {
+        let found = images_of(&desired, manifests.as_ref());
+        (!found.is_empty()).then(|| Value::from(found))
+    });
     let inputs = [
         (PolicyInput::Plan, Some(outpost_policy::input::plan(plan))),
-        (PolicyInput::Kubernetes, desired.get("manifests").cloned()),
+        (PolicyInput::Kubernetes, manifests),
         (
             PolicyInput::Terraform,
             desired.get("terraformPlan").cloned(),
         ),
         (
             PolicyInput::Images,
-            desired
-                .get("images")
-                .map(|i| serde_json::json!({"images": i})),
+            images.map(|i| serde_json::json!({"images": i})),
         ),
     ];
     for (kind, input) in inputs {
@@ -57,4 +69,90 @@ pub fn check_plan(plan: &Plan, policies: &[Policy]) -> Vec<Verdict> {
         }
     }
     verdicts
+}
+
+/// The objects of a rendered `kubernetes_manifest` component (`manifest.content`, YAML
+/// documents); `None` for anything else or content that does not parse.
+fn manifests_of(desired: &Value) -> Option<Value> {
+    if desired.get("type")?.as_str()? != "kubernetes_manifest" {
+        return None;
+    }
+    let content = desired.get("manifest")?.get("content")?.as_str()?;
+    let documents: Vec<Value> = serde_saphyr::from_multiple(content).ok()?;
+    Some(Value::from(
+        documents
+            .into_iter()
+            .filter(|d| d.is_object())
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Image references: containers of Kubernetes objects, and a `container_image`
+/// component's source and destination.
+fn images_of(desired: &Value, manifests: Option<&Value>) -> Vec<Value> {
+    let mut found = Vec::new();
+    if let Some(objects) = manifests.and_then(Value::as_array) {
+        for object in objects {
+            collect_container_images(object, &mut found);
+        }
+    }
+    if desired.get("type").and_then(Value::as_str) == Some("container_image")
+        && let Some(image) = desired.get("image")
+    {
+        let repository = image.get("repository").and_then(Value::as_str);
+        let tag = image.get("tag").and_then(Value::as_str);
+        if let (Some(repository), Some(tag)) = (repository, tag) {
+            found.push(serde_json::json!({"reference": format!("{repository}:{tag}")}));
+        }
+    }
+    found
+}
+
+/// Every `containers[].image` / `initContainers[].image` under `value`.
+fn collect_container_images(value: &Value, found: &mut Vec<Value>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                if (key == "containers" || key == "initContainers")
+                    && let Some(containers) = child.as_array()
+                {
+                    for image in containers.iter().filter_map(|c| c.get("image")) {
+                        if let Some(image) = image.as_str() {
+                            found.push(serde_json::json!({"reference": image}));
+                        }
+                    }
+                } else {
+                    collect_container_images(child, found);
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|i| collect_container_images(i, found)),
+        _ => {}
+    }
+}
+
+/// Whether a Policy's `installSelector` selects `install` (no selector: every install).
+pub fn selects(selector: Option<&LabelSelector>, install: &Install) -> bool {
+    let Some(selector) = selector else {
+        return true;
+    };
+    let labels: &BTreeMap<String, String> = install.labels();
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    by_labels && by_expressions
 }
