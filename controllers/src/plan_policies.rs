@@ -156,3 +156,7 @@ pub fn selects(selector: Option<&LabelSelector>, install: &Install) -> bool {
     });
     by_labels && by_expressions
 }
+
+#[cfg(test)]
+#[path = "plan_policies_tests.rs"]
+mod tests;
