@@ -435,7 +435,7 @@ async fn kill_9_at_random_points_never_applies_a_step_twice() {
     let cp = ControlPlane::start(Backend::Embedded).await;
     let plans: Api<Plan> = Api::namespaced(cp.client().await, "default");
     let dirs = dirs();
-    let total = 30;
+    let total = 100;
     for i in 0..total {
         approved_plan(
             &plans,
