@@ -1,11 +1,13 @@
 //! `outpost`: the control plane's processes and the command-line verbs.
 
+mod audit;
 mod bench;
 mod bench_controllers;
 mod client;
 mod controllers;
 mod manifests;
 mod policy;
+mod runner;
 mod server;
 mod stack;
 mod up;
@@ -38,6 +40,11 @@ enum Command {
     /// Test Rego policies against an input, like `conftest test`.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Run the runner of one install (what the install stack boots on the customer's VM).
+    Runner(outpost_runner::RunnerArgs),
+    /// Check an install's signed audit log.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
 }
 
 #[tokio::main]
@@ -55,5 +62,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Stack(args) => stack::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(command) => bench::run(command).await.map(|()| ExitCode::SUCCESS),
         Command::Policy(command) => Ok(policy::run(command)),
+        Command::Runner(args) => runner::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Audit(command) => audit::run(command).await,
     }
 }

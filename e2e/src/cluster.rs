@@ -153,8 +153,18 @@ impl ControlPlane {
     /// Stops the server (SIGKILL) and starts it again on the same port and store; its
     /// watch caches start afresh, so watches from before the restart get 410.
     pub async fn restart(&mut self) {
+        self.stop();
+        self.start_again().await;
+    }
+
+    /// Stops the server (SIGKILL); [`ControlPlane::start_again`] brings it back.
+    pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Starts a stopped server again on the same port and store.
+    pub async fn start_again(&mut self) {
         let listen = self.url.trim_start_matches("https://").to_owned();
         let (child, url) = spawn_server(&self.args, &listen).await;
         assert_eq!(url, self.url, "the server came back on the same address");
@@ -237,6 +247,11 @@ impl ControlPlane {
 pub struct Process(Child);
 
 impl Process {
+    /// Takes ownership of a started child process.
+    pub fn new(child: Child) -> Self {
+        Self(child)
+    }
+
     /// Kills the process now.
     pub fn kill(&mut self) {
         let _ = self.0.kill();

@@ -6,5 +6,27 @@
 //! reports outputs, watches for drift and signs an audit log of every step.
 //!
 //! The runner never depends on the apiserver crate: it is a plain Kubernetes client.
+//! How it recovers after a crash is described in `RECOVERY.md`.
 
+pub mod audit;
+pub mod claim;
+pub mod execute;
 pub mod executor;
+pub mod executors;
+pub mod identity;
+pub mod journal;
+pub mod local_policy;
+pub mod report;
+pub mod retry;
+pub mod secrets;
+pub mod session;
+pub mod settings;
+pub mod worker;
+
+pub use audit::{AuditLog, Failure, Source, verify};
+pub use executors::Executors;
+pub use identity::Identity;
+pub use journal::{Journal, Stage};
+pub use secrets::{DirectorySecrets, SecretSource};
+pub use session::run;
+pub use settings::RunnerArgs;

@@ -1,0 +1,94 @@
+//! Claiming a Plan: a status update conditioned on the Plan's resourceVersion (the
+//! fencing token). Of several runners racing for one Plan, exactly one update
+//! succeeds; the others get 409 Conflict.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_client::api::{Api, PostParams};
+use outpost_api::{Plan, PlanPhase};
+
+/// The reason a stale Plan fails with.
+pub const STALE: &str = "stale plan: content hash moved since approval";
+
+/// What a claim attempt came to.
+#[derive(Debug)]
+pub enum Claim {
+    /// The Plan is ours, as stored after the claim.
+    Won(Box<Plan>),
+    /// Another runner (or a change to the Plan) got there first.
+    Lost,
+}
+
+/// Why the Plan must not run even though it is approved, if it must not.
+pub fn refusal(plan: &Plan) -> Option<&'static str> {
+    let approved = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.approval.as_ref())
+        .map(|a| a.content_hash.as_str());
+    let desired = plan
+        .spec
+        .desired_state
+        .as_ref()
+        .map(outpost_api::content_hash);
+    match (approved, plan.spec.content_hash.as_deref()) {
+        (Some(approved), Some(spec)) if approved == spec && desired.as_deref() == Some(spec) => {
+            None
+        }
+        _ => Some(STALE),
+    }
+}
+
+/// Claims `plan` (as last seen, in phase `Approved`) for `runner`: phase `Claimed`,
+/// `claimedBy`, `startedAt`, sent with the seen resourceVersion.
+pub async fn claim(
+    api: &Api<Plan>,
+    plan: &Plan,
+    runner: &str,
+) -> Result<Claim, kube_client::Error> {
+    let mut claimed = plan.clone();
+    let status = claimed.status.get_or_insert_with(Default::default);
+    if status.phase != Some(PlanPhase::Approved) {
+        return Ok(Claim::Lost);
+    }
+    status.phase = Some(PlanPhase::Claimed);
+    status.claimed_by = Some(runner.to_owned());
+    status.started_at = Some(Time(jiff::Timestamp::now()));
+    fenced_update(api, &claimed).await
+}
+
+/// Fails `plan` (as last seen, in phase `Approved`) with `message`, fenced like a claim:
+/// a refused Plan is also claimed by exactly one runner.
+pub async fn refuse(
+    api: &Api<Plan>,
+    plan: &Plan,
+    runner: &str,
+    message: &str,
+) -> Result<Claim, kube_client::Error> {
+    let mut refused = plan.clone();
+    let status = refused.status.get_or_insert_with(Default::default);
+    if status.phase != Some(PlanPhase::Approved) {
+        return Ok(Claim::Lost);
+    }
+    let now = Time(jiff::Timestamp::now());
+    status.phase = Some(PlanPhase::Failed);
+    status.claimed_by = Some(runner.to_owned());
+    status.started_at = Some(now.clone());
+    status.finished_at = Some(now);
+    status.message = Some(message.to_owned());
+    fenced_update(api, &refused).await
+}
+
+async fn fenced_update(api: &Api<Plan>, plan: &Plan) -> Result<Claim, kube_client::Error> {
+    let name = plan.metadata.name.as_deref().unwrap_or_default();
+    debug_assert!(
+        plan.metadata.resource_version.is_some(),
+        "claims are fenced"
+    );
+    match api.replace_status(name, &PostParams::default(), plan).await {
+        Ok(stored) => Ok(Claim::Won(Box::new(stored))),
+        Err(kube_client::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+            Ok(Claim::Lost)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,245 @@
+//! Executing one claimed Plan: secrets, executor, plan (the real diff), local
+//! policies, apply, outputs. Every transition is journaled before it is acted on and
+//! audited; the result is journaled and reported by the reporter, so it survives the
+//! control plane being away and the runner being killed.
+
+use std::time::Duration;
+
+use kube_client::ResourceExt as _;
+use kube_client::api::{Patch, PatchParams};
+use outpost_api::{AuditEventType, EntityKind, Plan};
+use serde_json::{Value, json};
+
+use crate::audit::Subject;
+use crate::executor::{Applied, Diff, StepContext};
+use crate::executors::executor_type;
+use crate::journal::Stage;
+use crate::session::Session;
+
+/// The reason a Plan fails with when the runner died during its apply and the re-plan
+/// still shows changes: applying again could do a step twice.
+pub const INTERRUPTED: &str = "interrupted during apply; re-plan required";
+
+/// Where execution starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// Claimed, nothing applied: plan and apply.
+    Claimed,
+    /// The runner died during apply: re-plan; apply only if nothing is left to change.
+    Interrupted,
+}
+
+/// Runs the Plan to a journaled result (`applied` or `failed`) and wakes the reporter.
+pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
+    let name = plan.name_any();
+    let uid = plan.uid().unwrap_or_default();
+    let subject = Subject {
+        plan: Some(name.clone()),
+        entity: Some(plan.spec.entity.clone()),
+        role: plan
+            .status
+            .as_ref()
+            .and_then(|s| s.role.as_ref())
+            .map(|r| r.name.clone()),
+    };
+    let stage = match run(session, &plan, resume, &subject).await {
+        Ok(applied) => Stage::Applied {
+            outputs: applied.outputs,
+        },
+        Err(Failure { message, refused }) => {
+            let type_ = if refused {
+                AuditEventType::Refuse
+            } else {
+                AuditEventType::Apply
+            };
+            session.audit(type_, subject, json!({"failed": message}));
+            Stage::Failed { message }
+        }
+    };
+    session
+        .journal
+        .lock()
+        .expect("journal lock is never poisoned")
+        .record(&name, &uid, stage)
+        .expect("the journal in the state dir is writable");
+    session.to_report.notify_one();
+}
+
+/// Why a Plan failed, and whether the runner refused it (rather than trying and failing).
+struct Failure {
+    message: String,
+    refused: bool,
+}
+
+fn refused(message: impl Into<String>) -> Failure {
+    Failure {
+        message: message.into(),
+        refused: true,
+    }
+}
+
+fn failed(message: impl Into<String>) -> Failure {
+    Failure {
+        message: message.into(),
+        refused: false,
+    }
+}
+
+async fn run(
+    session: &Session,
+    plan: &Plan,
+    resume: Resume,
+    subject: &Subject,
+) -> Result<Applied, Failure> {
+    let name = plan.name_any();
+    let uid = plan.uid().unwrap_or_default();
+    let type_name = executor_type(plan).map_err(refused)?;
+    let executor = session.executors.get(&type_name).ok_or_else(|| {
+        refused(format!(
+            "component type {type_name} is not supported by this runner"
+        ))
+    })?;
+    if let Some(role) = &subject.role {
+        let level = plan
+            .status
+            .as_ref()
+            .and_then(|s| s.role.as_ref())
+            .map(|r| r.level);
+        session.audit(
+            AuditEventType::Role,
+            subject.clone(),
+            json!({"role": role, "level": level}),
+        );
+    }
+    let desired = plan.spec.desired_state.clone().unwrap_or(Value::Null);
+    let secrets = crate::secrets::resolve(&desired, session.secrets.as_ref())
+        .map_err(|e| refused(e.to_string()))?;
+    let ctx = StepContext {
+        plan: name.clone(),
+        plan_uid: uid.clone(),
+        operation: plan.spec.operation,
+        entity: plan.spec.entity.name.clone(),
+        desired: desired.clone(),
+        work_dir: work_dir(session, plan).map_err(failed)?,
+        env: secrets
+            .iter()
+            .map(|(k, v)| (crate::secrets::env_name(k), v.clone()))
+            .collect(),
+        timeout: timeout(plan),
+    };
+    set_running(session, &name).await;
+
+    let diff = tokio::time::timeout(ctx.timeout, executor.plan(&ctx))
+        .await
+        .map_err(|_| failed(format!("plan timed out after {:?}", ctx.timeout)))?
+        .map_err(|e| failed(format!("plan failed: {e:#}")))?;
+    session.audit(
+        AuditEventType::Plan,
+        subject.clone(),
+        json!({"executor": type_name, "summary": diff.summary, "changes": diff.changes}),
+    );
+    if resume == Resume::Interrupted && diff.changes {
+        return Err(failed(INTERRUPTED));
+    }
+    local_policies(session, &diff, subject)?;
+
+    session
+        .journal
+        .lock()
+        .expect("journal lock is never poisoned")
+        .record(
+            &name,
+            &uid,
+            Stage::Applying {
+                summary: diff.summary.clone(),
+            },
+        )
+        .expect("the journal in the state dir is writable");
+    let applied = tokio::time::timeout(ctx.timeout, executor.apply(&ctx, &diff))
+        .await
+        .map_err(|_| failed(format!("apply timed out after {:?}", ctx.timeout)))?
+        .map_err(|e| failed(format!("apply failed: {e:#}")))?;
+    session.audit(
+        AuditEventType::Apply,
+        subject.clone(),
+        json!({"summary": diff.summary, "changes": diff.changes, "resumed": resume == Resume::Interrupted}),
+    );
+    session.audit(
+        AuditEventType::Outputs,
+        subject.clone(),
+        json!({"outputs": applied.outputs}),
+    );
+    Ok(applied)
+}
+
+/// Evaluates the local policies (if any) on the real diff; a deny fails the Plan.
+fn local_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(), Failure> {
+    let Some(dir) = &session.args.policies else {
+        return Ok(());
+    };
+    let verdicts = crate::local_policy::evaluate(dir, diff);
+    let details: Vec<Value> = verdicts
+        .iter()
+        .map(|v| json!({"policy": v.policy, "denied": v.denied(), "denials": v.denials, "warnings": v.warnings}))
+        .collect();
+    session.audit(
+        AuditEventType::Verdict,
+        subject.clone(),
+        json!({"local": true, "verdicts": details}),
+    );
+    let denials: Vec<String> = verdicts
+        .iter()
+        .filter(|v| v.denied())
+        .map(|v| format!("{}: {}", v.policy, v.denials.join("; ")))
+        .collect();
+    if denials.is_empty() {
+        Ok(())
+    } else {
+        Err(refused(format!(
+            "denied by local policy {}",
+            denials.join("; ")
+        )))
+    }
+}
+
+/// Best effort: tells the control plane the Plan is running. The runner goes on
+/// without it (the final phase follows through the reporter).
+async fn set_running(session: &Session, name: &str) {
+    let patch = Patch::Merge(json!({"status": {"phase": "Running"}}));
+    let params = PatchParams::default();
+    let result = crate::retry::retry(2, || session.plans.patch_status(name, &params, &patch)).await;
+    if let Err(e) = result {
+        tracing::warn!(plan = %name, error = %e, "cannot set phase Running; going on");
+    }
+}
+
+/// The entity's working directory, kept across Plans: `STATE/work/<kind>-<name>`.
+fn work_dir(session: &Session, plan: &Plan) -> Result<std::path::PathBuf, String> {
+    let kind = match plan.spec.entity.kind {
+        EntityKind::Sandbox => "sandbox",
+        EntityKind::Component => "component",
+        EntityKind::Action => "action",
+    };
+    let dir = session
+        .args
+        .state_dir
+        .join("work")
+        .join(format!("{kind}-{}", plan.spec.entity.name));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// An action's `timeoutSeconds`, or 600 s; components and the sandbox get an hour.
+fn timeout(plan: &Plan) -> Duration {
+    let seconds = match plan.spec.entity.kind {
+        EntityKind::Action => plan
+            .spec
+            .desired_state
+            .as_ref()
+            .and_then(|d| d.get("timeoutSeconds"))
+            .and_then(Value::as_u64)
+            .unwrap_or(u64::from(outpost_api::ActionSpec::DEFAULT_TIMEOUT_SECONDS)),
+        _ => 3600,
+    };
+    Duration::from_secs(seconds)
+}

@@ -1,0 +1,66 @@
+//! The executors a runner has, by component type name, and which one a Plan needs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use outpost_api::{EntityKind, Plan};
+
+use crate::executor::Executor;
+
+/// Executors registered by type name (`kubernetes_manifest`, `terraform_module`, `job`).
+#[derive(Clone, Default)]
+pub struct Executors {
+    by_type: BTreeMap<String, Arc<dyn Executor>>,
+}
+
+impl Executors {
+    /// No executors.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `executor` for `type_name`, replacing an earlier one.
+    pub fn insert(&mut self, type_name: &str, executor: Arc<dyn Executor>) -> &mut Self {
+        self.by_type.insert(type_name.to_owned(), executor);
+        self
+    }
+
+    /// The executor for `type_name`.
+    pub fn get(&self, type_name: &str) -> Option<Arc<dyn Executor>> {
+        self.by_type.get(type_name).cloned()
+    }
+
+    /// The registered type names: the runner's capabilities.
+    pub fn capabilities(&self) -> Vec<String> {
+        self.by_type.keys().cloned().collect()
+    }
+}
+
+/// The executor type a Plan needs: a component's `desiredState.type`, the sandbox's
+/// `terraform_module`, an action's `job`.
+pub fn executor_type(plan: &Plan) -> Result<String, String> {
+    match plan.spec.entity.kind {
+        EntityKind::Sandbox => Ok("terraform_module".into()),
+        EntityKind::Action => Ok("job".into()),
+        EntityKind::Component => plan
+            .spec
+            .desired_state
+            .as_ref()
+            .and_then(|d| d.get("type"))
+            .and_then(|t| t.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| "the desired state has no component type".to_owned()),
+    }
+}
+
+impl Executors {
+    /// The executors built into this runner binary, configured from `args`.
+    ///
+    /// # Warning
+    /// The `kubernetes_manifest`, `terraform_module` and `job` executors are registered
+    /// here as their modules land; until then a Plan of those types fails with
+    /// "component type X is not supported by this runner".
+    pub fn standard(_args: &crate::RunnerArgs) -> Self {
+        Self::new()
+    }
+}

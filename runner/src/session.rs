@@ -1,0 +1,226 @@
+//! The runner's session with the control plane: registration, heartbeats, the watch on
+//! its install's Plans, and the tasks that execute and report.
+//!
+//! The runner listens on no port: every connection is one it dials.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_client::api::{Api, Patch, PatchParams};
+use kube_client::runtime::reflector::{self, Store};
+use kube_client::runtime::{WatchStreamExt as _, watcher};
+use outpost_api::{AuditEvent, AuditEventType, Plan, Runner, RunnerSpec};
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::audit::{AuditLog, Subject};
+use crate::executors::Executors;
+use crate::identity::Identity;
+use crate::journal::Journal;
+use crate::secrets::{DirectorySecrets, NoSecrets, SecretSource};
+use crate::settings::RunnerArgs;
+
+/// The label naming a Plan's install.
+pub const INSTALL_LABEL: &str = "outpost.dev/install";
+
+/// What every task of a running runner shares.
+pub struct Session {
+    /// The settings it was started with.
+    pub args: RunnerArgs,
+    /// The install's namespace.
+    pub namespace: String,
+    /// The install's name.
+    pub install: String,
+    /// The runner's name (`Runner` object, `claimedBy`).
+    pub name: String,
+    /// The install's Plans.
+    pub plans: Api<Plan>,
+    /// The install's audit events.
+    pub audit_events: Api<AuditEvent>,
+    /// The runner's Runner objects.
+    pub runners: Api<Runner>,
+    /// Plans of the install as last watched.
+    pub store: Store<Plan>,
+    /// The journal of Plan transitions.
+    pub journal: Mutex<Journal>,
+    /// The audit log.
+    pub audit: Mutex<AuditLog>,
+    /// Executors by type.
+    pub executors: Executors,
+    /// Where secrets come from.
+    pub secrets: Box<dyn SecretSource>,
+    /// Wakes the worker (a Plan changed).
+    pub plans_changed: Notify,
+    /// Wakes the Plan reporter (a Plan finished locally).
+    pub to_report: Notify,
+    /// Wakes the audit shipper (an event was recorded).
+    pub to_ship: Notify,
+    identity: Arc<Identity>,
+}
+
+impl Session {
+    /// Records an audit event in the local log and wakes the shipper. An event that
+    /// cannot be written to the state dir stops the runner: it must not act unaudited.
+    pub fn audit(&self, type_: AuditEventType, subject: Subject, details: serde_json::Value) {
+        let details = (!details.is_null()).then_some(details);
+        self.audit
+            .lock()
+            .expect("audit lock is never poisoned: appends do not panic")
+            .append(type_, subject, details)
+            .expect("the audit log in the state dir is writable");
+        self.to_ship.notify_one();
+    }
+}
+
+/// A client for `--server` with `--token` and `--certificate-authority`.
+pub fn client(args: &RunnerArgs) -> anyhow::Result<kube_client::Client> {
+    let mut config = kube_client::Config::new(
+        args.server
+            .parse()
+            .with_context(|| format!("--server {:?} is not a URL", args.server))?,
+    );
+    config.auth_info.token = Some(args.token.clone().into());
+    config.default_namespace = args.install_ref().0.to_owned();
+    config.read_timeout = Some(Duration::from_secs(30));
+    if let Some(ca) = &args.certificate_authority {
+        config.root_cert = Some(vec![pem_to_der(ca)?]);
+    }
+    Ok(kube_client::Client::try_from(config)?)
+}
+
+fn pem_to_der(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use base64::Engine as _;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .with_context(|| format!("{} is not a PEM certificate", path.display()))
+}
+
+/// Runs the runner until the process is stopped: registers, heartbeats, watches the
+/// install's Plans and executes them one at a time with `executors`.
+pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
+    create_private_dir(&args.state_dir)?;
+    let identity = Arc::new(Identity::load_or_create(&args.state_dir)?);
+    let (namespace, install) = args.install_ref();
+    let (namespace, install) = (namespace.to_owned(), install.to_owned());
+    let name = args.runner_name().to_owned();
+    let client = client(&args)?;
+    let journal = Journal::open(&args.state_dir)?;
+    let audit = AuditLog::open(&args.state_dir, &install, &name, identity.clone())?;
+    let secrets: Box<dyn SecretSource> = match &args.secrets_dir {
+        Some(dir) => Box::new(DirectorySecrets { dir: dir.clone() }),
+        None => Box::new(NoSecrets),
+    };
+    let plans: Api<Plan> = Api::namespaced(client.clone(), &namespace);
+    let (store, writer) = reflector::store();
+    let session = Arc::new(Session {
+        namespace: namespace.clone(),
+        install: install.clone(),
+        name: name.clone(),
+        plans: plans.clone(),
+        audit_events: Api::namespaced(client.clone(), &namespace),
+        runners: Api::namespaced(client.clone(), &namespace),
+        store,
+        journal: Mutex::new(journal),
+        audit: Mutex::new(audit),
+        executors,
+        secrets,
+        plans_changed: Notify::new(),
+        to_report: Notify::new(),
+        to_ship: Notify::new(),
+        identity,
+        args,
+    });
+    session.audit(
+        AuditEventType::Register,
+        Subject::default(),
+        json!({"version": env!("CARGO_PKG_VERSION"), "publicKey": session.identity.public_key(),
+               "capabilities": session.executors.capabilities()}),
+    );
+    tracing::info!(runner = %name, install = %format!("{namespace}/{install}"), "runner starting");
+
+    // Watch the install's Plans (label selector: only its own).
+    let config = watcher::Config::default().labels(&format!("{INSTALL_LABEL}={install}"));
+    let watch = {
+        let session = session.clone();
+        watcher::watcher(plans, config)
+            .default_backoff()
+            .reflect(writer)
+            .for_each(move |event| {
+                match event {
+                    Ok(_) => session.plans_changed.notify_one(),
+                    Err(e) => tracing::debug!(error = %e, "plan watch"),
+                }
+                std::future::ready(())
+            })
+    };
+    let tasks = [
+        tokio::spawn(watch),
+        tokio::spawn(register_and_heartbeat(session.clone())),
+        tokio::spawn(crate::report::report_plans(session.clone())),
+        tokio::spawn(crate::report::ship_audit(session.clone())),
+        tokio::spawn(crate::worker::work(session.clone())),
+    ];
+    let (result, _, _) = futures::future::select_all(tasks).await;
+    result.context("a runner task panicked")?;
+    anyhow::bail!("a runner task stopped")
+}
+
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create the state dir {}", dir.display()))
+}
+
+/// Creates or updates the `Runner` object (server-side apply), then heartbeats
+/// `status.lastHeartbeat` forever. Failures are retried; they never stop the runner.
+async fn register_and_heartbeat(session: Arc<Session>) {
+    let runner = json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "Runner",
+        "metadata": {"name": session.name, "labels": {INSTALL_LABEL: session.install}},
+        "spec": RunnerSpec {
+            install: session.install.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            public_key: session.identity.public_key(),
+            capabilities: session.executors.capabilities(),
+        },
+    });
+    let params = PatchParams::apply("outpost-runner").force();
+    let runner = Patch::Apply(&runner);
+    loop {
+        let applied = crate::retry::retry(usize::MAX, || {
+            session.runners.patch(&session.name, &params, &runner)
+        })
+        .await;
+        match applied {
+            Ok(_) => break,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot register the Runner; retrying");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    }
+    tracing::info!(runner = %session.name, "registered");
+    let mut ticks = tokio::time::interval(session.args.heartbeat());
+    loop {
+        ticks.tick().await;
+        let beat = json!({"status": {"lastHeartbeat": Time(jiff::Timestamp::now())}});
+        if let Err(e) = session
+            .runners
+            .patch_status(&session.name, &PatchParams::default(), &Patch::Merge(&beat))
+            .await
+        {
+            tracing::debug!(error = %e, "heartbeat failed");
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The worker: recovers what the journal says was in flight, then takes approved Plans
+//! one at a time, in the order they were approved, as the watch reports them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube_client::ResourceExt as _;
+use outpost_api::{AuditEventType, Plan, PlanPhase};
+use serde_json::json;
+
+use crate::audit::Subject;
+use crate::claim::{Claim, claim, refusal, refuse};
+use crate::execute::{Resume, execute};
+use crate::journal::Stage;
+use crate::session::Session;
+
+/// Runs forever: recovery first, then every approved Plan as it is seen.
+pub async fn work(session: Arc<Session>) {
+    recover(&session).await;
+    loop {
+        match next_approved(&session) {
+            Some(plan) => take(&session, &plan).await,
+            // The watch wakes us; the timeout only guards against a lost wake-up.
+            None => {
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(30), session.plans_changed.notified())
+                        .await;
+            }
+        }
+    }
+}
+
+fn phase(plan: &Plan) -> Option<PlanPhase> {
+    plan.status.as_ref().and_then(|s| s.phase)
+}
+
+fn journal_stage(session: &Session, uid: &str) -> Option<Stage> {
+    session
+        .journal
+        .lock()
+        .expect("journal lock is never poisoned")
+        .stage(uid)
+        .cloned()
+}
+
+fn record(session: &Session, plan: &Plan, stage: Stage) {
+    session
+        .journal
+        .lock()
+        .expect("journal lock is never poisoned")
+        .record(&plan.name_any(), &plan.uid().unwrap_or_default(), stage)
+        .expect("the journal in the state dir is writable");
+}
+
+/// The first approved Plan (by approval time, then creation, then name) that this
+/// runner has not handled. A Plan whose claim may or may not have been sent
+/// (`claiming`) and that is still approved is tried again.
+fn next_approved(session: &Session) -> Option<Plan> {
+    let mut approved: Vec<Arc<Plan>> = session
+        .store
+        .state()
+        .into_iter()
+        .filter(|p| phase(p) == Some(PlanPhase::Approved))
+        .filter(|p| p.spec.install == session.install)
+        .filter(|p| {
+            matches!(
+                journal_stage(session, &p.uid().unwrap_or_default()),
+                None | Some(Stage::Claiming { .. })
+            )
+        })
+        .collect();
+    approved.sort_by_key(|p| {
+        (
+            p.status
+                .as_ref()
+                .and_then(|s| s.approval.as_ref())
+                .map(|a| a.at.0),
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.name_any(),
+        )
+    });
+    approved.first().map(|p| Plan::clone(p))
+}
+
+fn subject(plan: &Plan) -> Subject {
+    Subject {
+        plan: Some(plan.name_any()),
+        entity: Some(plan.spec.entity.clone()),
+        role: plan
+            .status
+            .as_ref()
+            .and_then(|s| s.role.as_ref())
+            .map(|r| r.name.clone()),
+    }
+}
+
+/// Claims `plan` (or refuses it as stale) and executes it if the claim is won.
+async fn take(session: &Session, plan: &Plan) {
+    let name = plan.name_any();
+    record(
+        session,
+        plan,
+        Stage::Claiming {
+            resource_version: plan.resource_version().unwrap_or_default(),
+        },
+    );
+    let stale = refusal(plan);
+    let attempt = match stale {
+        Some(reason) => refuse(&session.plans, plan, &session.name, reason).await,
+        None => claim(&session.plans, plan, &session.name).await,
+    };
+    match (attempt, stale) {
+        (Ok(Claim::Won(_)), Some(reason)) => {
+            session.audit(
+                AuditEventType::Refuse,
+                subject(plan),
+                json!({"reason": reason}),
+            );
+            record(session, plan, Stage::Reported);
+        }
+        (Ok(Claim::Won(claimed)), None) => {
+            record(session, plan, Stage::Claimed);
+            session.audit(AuditEventType::Claim, subject(plan), json!({}));
+            execute(session, *claimed, Resume::Claimed).await;
+        }
+        (Ok(Claim::Lost), _) => {
+            // Lost — unless an earlier attempt whose answer never came did win.
+            match get(session, &name).await {
+                Some(current) if ours(session, &current) && stale.is_none() => {
+                    record(session, &current, Stage::Claimed);
+                    session.audit(AuditEventType::Claim, subject(&current), json!({}));
+                    execute(session, current, Resume::Claimed).await;
+                }
+                Some(current) if phase(&current) == Some(PlanPhase::Approved) => {
+                    // Changed under us but still approved: look again.
+                }
+                _ => record(session, plan, Stage::Lost),
+            }
+        }
+        (Err(e), _) => {
+            tracing::warn!(plan = %name, error = %e, "cannot claim; will retry");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Whether the Plan is claimed by this runner and not finished.
+fn ours(session: &Session, plan: &Plan) -> bool {
+    plan.status.as_ref().and_then(|s| s.claimed_by.as_deref()) == Some(session.name.as_str())
+        && matches!(phase(plan), Some(PlanPhase::Claimed | PlanPhase::Running))
+}
+
+/// The Plan as stored now, waiting for the control plane as long as it takes; `None`
+/// when it no longer exists.
+async fn get(session: &Session, name: &str) -> Option<Plan> {
+    loop {
+        match crate::retry::retry(usize::MAX, || session.plans.get_opt(name)).await {
+            Ok(plan) => return plan,
+            Err(e) => {
+                tracing::warn!(plan = %name, error = %e, "cannot read plan; retrying");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    }
+}
+
+/// Finishes what the journal says was in flight when the runner last stopped:
+///
+/// | last stage | what the runner does |
+/// |---|---|
+/// | `claiming` | if the Plan is claimed by this runner, runs it; if still approved, claims it again; else nothing |
+/// | `claimed` | plans and applies (nothing was applied yet) |
+/// | `applying` | re-plans: no changes → the apply had finished, report outputs; changes → fail "interrupted during apply; re-plan required" |
+/// | `applied` / `failed` | reports (the reporter does this) |
+async fn recover(session: &Session) {
+    let unfinished = session
+        .journal
+        .lock()
+        .expect("journal lock is never poisoned")
+        .unfinished();
+    for entry in unfinished {
+        let resume = match entry.stage {
+            Stage::Claiming { .. } => Resume::Claimed,
+            Stage::Claimed => Resume::Claimed,
+            Stage::Applying { .. } => Resume::Interrupted,
+            _ => continue,
+        };
+        let Some(plan) = get(session, &entry.plan).await else {
+            session
+                .journal
+                .lock()
+                .expect("journal lock is never poisoned")
+                .record(&entry.plan, &entry.uid, Stage::Lost)
+                .expect("the journal in the state dir is writable");
+            continue;
+        };
+        if plan.uid().as_deref() != Some(entry.uid.as_str()) {
+            record(session, &plan, Stage::Lost);
+            continue;
+        }
+        let claiming = matches!(entry.stage, Stage::Claiming { .. });
+        if claiming && phase(&plan) == Some(PlanPhase::Approved) {
+            continue; // the claim never landed: the worker loop claims it again
+        }
+        if !ours(session, &plan) {
+            // Someone else's, or already final (e.g. a refusal that landed).
+            let stage = if claiming {
+                Stage::Lost
+            } else {
+                Stage::Reported
+            };
+            record(session, &plan, stage);
+            continue;
+        }
+        tracing::info!(plan = %entry.plan, stage = ?entry.stage, "resuming after restart");
+        if claiming {
+            record(session, &plan, Stage::Claimed);
+            session.audit(AuditEventType::Claim, subject(&plan), json!({}));
+        }
+        execute(session, plan, resume).await;
+    }
+}
