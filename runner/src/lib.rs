@@ -8,3 +8,4 @@
 //! The runner never depends on the apiserver crate: it is a plain Kubernetes client.
 
 pub mod executor;
+pub mod local_policy;
