@@ -80,6 +80,16 @@ pub enum JobError {
         #[source]
         source: ChildError,
     },
+    /// The timeout passed while a step ran; the sandbox was killed.
+    #[error("step {step} was killed: the timeout of {after:?} passed; last output:\n{output}")]
+    TimedOut {
+        /// The step's name.
+        step: String,
+        /// The timeout.
+        after: Duration,
+        /// The end of its output.
+        output: String,
+    },
     /// A step exited non-zero.
     #[error("step {step} failed with exit code {code}; last output:\n{tail}")]
     StepFailed {
@@ -333,9 +343,16 @@ impl JobExecutor {
             let remaining = deadline.saturating_duration_since(started);
             let done = child::run(command, remaining.max(Duration::from_millis(1)), OUTPUT_LIMIT, false)
                 .await
-                .map_err(|source| JobError::Child {
-                    step: step.name.clone(),
-                    source,
+                .map_err(|source| match source {
+                    ChildError::TimedOut { output, .. } => JobError::TimedOut {
+                        step: step.name.clone(),
+                        after: timeout,
+                        output,
+                    },
+                    source => JobError::Child {
+                        step: step.name.clone(),
+                        source,
+                    },
                 })?;
             let code = done.exit_code();
             log.push_str(&format!("== step {} ==\n{}", step.name, done.output));

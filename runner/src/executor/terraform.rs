@@ -68,6 +68,16 @@ pub enum TerraformError {
     /// terraform could not be run or timed out.
     #[error(transparent)]
     Child(#[from] ChildError),
+    /// The step's timeout passed while terraform ran; its process group was killed.
+    #[error("`terraform {command}` was killed: the step's timeout of {after:?} passed; last output:\n{output}")]
+    TimedOut {
+        /// The subcommand.
+        command: String,
+        /// The step's timeout.
+        after: Duration,
+        /// The tail of its output.
+        output: String,
+    },
     /// terraform exited non-zero.
     #[error("`terraform {command}` failed with exit code {code}:\n{output}")]
     Failed {
@@ -164,7 +174,14 @@ impl TerraformExecutor {
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         let timeout = remaining.max(Duration::from_millis(1));
-        Ok(child::run(command, timeout, OUTPUT_LIMIT, keep_stdout).await?)
+        match child::run(command, timeout, OUTPUT_LIMIT, keep_stdout).await {
+            Err(ChildError::TimedOut { output, .. }) => Err(TerraformError::TimedOut {
+                command: args.first().copied().unwrap_or_default().to_owned(),
+                after: ctx.timeout,
+                output,
+            }),
+            done => Ok(done?),
+        }
     }
 
     /// Like [`Self::terraform`], failing on exit codes other than `ok`.
