@@ -232,9 +232,8 @@ impl TerraformSource {
             _ => {}
         }
         for name in self.files.keys() {
-            let plain = !name.is_empty()
-                && !name.starts_with('.')
-                && !name.contains(['/', '\\', '\0']);
+            let plain =
+                !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
             if !plain {
                 errors.push(FieldError::invalid(
                     format!("{field}.files"),

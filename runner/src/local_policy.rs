@@ -58,7 +58,11 @@ pub fn load(dir: &Path) -> anyhow::Result<LocalPolicies> {
     let mut policies = Vec::new();
     let mut errors = String::new();
     for path in files {
-        let file = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let file = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let module = std::fs::read_to_string(&path)
             .with_context(|| format!("reading local policy {}", path.display()))?;
         match compile_file(&file, &module) {
@@ -98,18 +102,21 @@ fn compile_file(file: &str, module: &str) -> Result<(PolicyMeta, CompiledPolicy)
             let column = line.find(text).map_or(1, |c| c + 1);
             format!("{file}:{}:{column}", i + 1)
         };
-        let (key, value) = setting.split_once(char::is_whitespace).unwrap_or((setting, ""));
+        let (key, value) = setting
+            .split_once(char::is_whitespace)
+            .unwrap_or((setting, ""));
         match key {
             "inputs" => {
                 let mut kinds = Vec::new();
                 for word in value.split([',', ' ', '\t']).filter(|w| !w.is_empty()) {
-                    let kind = serde_json::from_value::<PolicyInput>(word.into()).map_err(|_| {
-                        format!(
-                            "{}: unknown input {word:?}: expected kubernetes, terraform, \
+                    let kind =
+                        serde_json::from_value::<PolicyInput>(word.into()).map_err(|_| {
+                            format!(
+                                "{}: unknown input {word:?}: expected kubernetes, terraform, \
                              images, plan or drift",
-                            at(word)
-                        )
-                    })?;
+                                at(word)
+                            )
+                        })?;
                     kinds.push(kind);
                 }
                 if kinds.is_empty() {
@@ -265,24 +272,38 @@ deny contains "no team label" if not input.metadata.labels.team
             ),
         ]);
         let err = format!("{:#}", load(d.path()).unwrap_err());
-        let expected = format!("{}/broken.rego:5:14: expecting expression", d.path().display());
+        let expected = format!(
+            "{}/broken.rego:5:14: expecting expression",
+            d.path().display()
+        );
         assert!(err.contains(&expected), "{err}");
     }
 
     #[test]
     fn settings_are_checked() {
         let missing = compile_file("m.rego", "package outpost.m\n").unwrap_err();
-        assert!(missing.starts_with("m.rego:1:1: missing `# outpost:inputs"), "{missing}");
-        let unknown =
-            compile_file("u.rego", "# outpost:inputs terraform,cloud\npackage outpost.u\n")
-                .unwrap_err();
-        assert!(unknown.starts_with("u.rego:1:28: unknown input \"cloud\""), "{unknown}");
+        assert!(
+            missing.starts_with("m.rego:1:1: missing `# outpost:inputs"),
+            "{missing}"
+        );
+        let unknown = compile_file(
+            "u.rego",
+            "# outpost:inputs terraform,cloud\npackage outpost.u\n",
+        )
+        .unwrap_err();
+        assert!(
+            unknown.starts_with("u.rego:1:28: unknown input \"cloud\""),
+            "{unknown}"
+        );
         let enforcement = compile_file(
             "e.rego",
             "# outpost:inputs plan\n# outpost:enforcement block\npackage outpost.e\n",
         )
         .unwrap_err();
-        assert!(enforcement.starts_with("e.rego:2:23: enforcement"), "{enforcement}");
+        assert!(
+            enforcement.starts_with("e.rego:2:23: enforcement"),
+            "{enforcement}"
+        );
         let package = compile_file("p.rego", "# outpost:inputs plan\npackage main\n").unwrap_err();
         assert_eq!(package, "p.rego:2:1: package main must be outpost.<name>");
     }

@@ -87,11 +87,14 @@ fn actions(diff: &Diff) -> Vec<(String, Value)> {
 /// The seed's `no-database-recreate` policy, as a customer's local policy file.
 fn seed_policy_dir() -> tempfile::TempDir {
     let seed = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/policies/no-database-recreate.yaml"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../manifests/policies/no-database-recreate.yaml"),
     )
     .expect("the seed policy exists");
     let policy: Value = serde_saphyr::from_str(&seed).expect("the seed policy is YAML");
-    let module = policy["spec"]["module"].as_str().expect("the seed has a module");
+    let module = policy["spec"]["module"]
+        .as_str()
+        .expect("the seed has a module");
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         dir.path().join("no-database-recreate.rego"),
@@ -108,7 +111,11 @@ async fn plan_apply_replace_denied_and_teardown() {
     let desired = |engine: &str| {
         component(
             &[("main.tf", DATABASE)],
-            &[("size", "small"), ("engine", engine), ("zones", r#"["a","b"]"#)],
+            &[
+                ("size", "small"),
+                ("engine", engine),
+                ("zones", r#"["a","b"]"#),
+            ],
         )
     };
 
@@ -118,15 +125,29 @@ async fn plan_apply_replace_denied_and_teardown() {
     assert_eq!(diff.input, PolicyInput::Terraform);
     assert!(diff.changes);
     assert_eq!(diff.summary, "1 to add, 0 to change, 0 to destroy");
-    assert_eq!(actions(&diff), [("terraform_data.db".into(), json!(["create"]))]);
+    assert_eq!(
+        actions(&diff),
+        [("terraform_data.db".into(), json!(["create"]))]
+    );
 
     // Apply: outputs (sensitive ones left out) and the state as last_applied.
     let applied = tf.apply(&ctx, &diff).await.unwrap();
     assert_eq!(applied.outputs["size"], json!("small"));
     assert_eq!(applied.outputs["zones"], json!(["a", "b"]));
-    let id = applied.outputs["id"].as_str().expect("id is a string").to_owned();
-    assert!(!applied.outputs.contains_key("password"), "{:?}", applied.outputs);
-    assert!(applied.log.contains("Apply complete! Resources: 1 added"), "{}", applied.log);
+    let id = applied.outputs["id"]
+        .as_str()
+        .expect("id is a string")
+        .to_owned();
+    assert!(
+        !applied.outputs.contains_key("password"),
+        "{:?}",
+        applied.outputs
+    );
+    assert!(
+        applied.log.contains("Apply complete! Resources: 1 added"),
+        "{}",
+        applied.log
+    );
     let db = &applied.last_applied["resources"]["terraform_data.db"];
     assert_eq!(db["id"], json!(id));
     assert_eq!(db["input"]["size"], json!("small"));
@@ -137,7 +158,10 @@ async fn plan_apply_replace_denied_and_teardown() {
     let diff = tf.plan(&again).await.unwrap();
     assert!(!diff.changes, "{}", diff.summary);
     assert_eq!(diff.summary, "0 to add, 0 to change, 0 to destroy");
-    assert_eq!(actions(&diff), [("terraform_data.db".into(), json!(["no-op"]))]);
+    assert_eq!(
+        actions(&diff),
+        [("terraform_data.db".into(), json!(["no-op"]))]
+    );
     let live = tf.observe(&again, &applied.last_applied).await.unwrap();
     assert_eq!(live, applied.last_applied);
 
@@ -171,7 +195,10 @@ async fn plan_apply_replace_denied_and_teardown() {
     let diff = tf.plan(&teardown).await.unwrap();
     assert!(diff.changes);
     assert_eq!(diff.summary, "0 to add, 0 to change, 1 to destroy");
-    assert_eq!(actions(&diff), [("terraform_data.db".into(), json!(["delete"]))]);
+    assert_eq!(
+        actions(&diff),
+        [("terraform_data.db".into(), json!(["delete"]))]
+    );
     let applied = tf.apply(&teardown, &diff).await.unwrap();
     assert_eq!(applied.last_applied["resources"], json!({}));
     assert_eq!(
@@ -184,7 +211,12 @@ async fn plan_apply_replace_denied_and_teardown() {
 async fn apply_runs_the_saved_plan_never_a_fresh_one() {
     let tf = executor();
     let work = tempfile::tempdir().unwrap();
-    let desired = |size: &str| component(&[("main.tf", DATABASE)], &[("size", size), ("engine", "pg")]);
+    let desired = |size: &str| {
+        component(
+            &[("main.tf", DATABASE)],
+            &[("size", size), ("engine", "pg")],
+        )
+    };
     let first = context(work.path(), "first", Operation::Deploy, desired("small"));
     let first_diff = tf.plan(&first).await.unwrap();
     // Another Plan changes the state in between: the first saved plan is stale.
@@ -262,8 +294,16 @@ async fn credentials_reach_terraform_but_never_the_disk() {
     for file in written {
         let bytes = std::fs::read(&file).unwrap();
         let text = String::from_utf8_lossy(&bytes);
-        assert!(!text.contains(&secret), "{} holds the secret", file.display());
-        assert!(!text.contains(&key), "{} holds the credential", file.display());
+        assert!(
+            !text.contains(&secret),
+            "{} holds the secret",
+            file.display()
+        );
+        assert!(
+            !text.contains(&key),
+            "{} holds the credential",
+            file.display()
+        );
     }
 
     // Without the secret in the environment, planning fails naming it.
@@ -299,20 +339,29 @@ async fn timeout_kills_terraform_and_what_it_started() {
         work.path(),
         "slow",
         Operation::Deploy,
-        component(&[("main.tf", SLOW)], &[("pid_file", pid_file.to_str().unwrap())]),
+        component(
+            &[("main.tf", SLOW)],
+            &[("pid_file", pid_file.to_str().unwrap())],
+        ),
     );
     let diff = tf.plan(&ctx).await.unwrap();
     ctx.timeout = Duration::from_secs(5);
     let started = Instant::now();
     let err = format!("{:#}", tf.apply(&ctx, &diff).await.unwrap_err());
-    assert!(err.contains("`terraform apply` was killed: the step's timeout of 5s passed"), "{err}");
+    assert!(
+        err.contains("`terraform apply` was killed: the step's timeout of 5s passed"),
+        "{err}"
+    );
     assert!(started.elapsed() < Duration::from_secs(60));
     let pid = std::fs::read_to_string(&pid_file).expect("the provisioner started");
     let deadline = Instant::now() + Duration::from_secs(10);
     while running(pid.trim()) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!running(pid.trim()), "the provisioner's sleep survived the timeout");
+    assert!(
+        !running(pid.trim()),
+        "the provisioner's sleep survived the timeout"
+    );
 }
 
 #[tokio::test]
@@ -326,7 +375,12 @@ async fn local_directory_sources_and_sandbox_plans() {
     let source = format!("file://{}", module.path().display());
     let desired = json!({"sandbox": {"type": "terraform_module", "source": source,
         "variables": {"size": "s", "engine": "e"}}});
-    let ctx = context(work.path(), "provision", Operation::Provision, desired.clone());
+    let ctx = context(
+        work.path(),
+        "provision",
+        Operation::Provision,
+        desired.clone(),
+    );
     let diff = tf.plan(&ctx).await.unwrap();
     assert_eq!(diff.summary, "1 to add, 0 to change, 0 to destroy");
     assert!(work.path().join("module/extra/README.md").exists());
@@ -339,7 +393,12 @@ async fn local_directory_sources_and_sandbox_plans() {
 
     // Nothing deployed: nothing to destroy, without running terraform.
     let empty = tempfile::tempdir().unwrap();
-    let ctx = context(empty.path(), "t", Operation::Teardown, json!({"component": "x"}));
+    let ctx = context(
+        empty.path(),
+        "t",
+        Operation::Teardown,
+        json!({"component": "x"}),
+    );
     let diff = tf.plan(&ctx).await.unwrap();
     assert!(!diff.changes);
     tf.apply(&ctx, &diff).await.unwrap();

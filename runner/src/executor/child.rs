@@ -250,7 +250,9 @@ mod tests {
     async fn exit_code_and_interleaved_output() {
         let mut command = Command::new("sh");
         command.args(["-c", "echo out; echo err >&2; exit 3"]);
-        let done = run(command, Duration::from_secs(10), 1024, false).await.unwrap();
+        let done = run(command, Duration::from_secs(10), 1024, false)
+            .await
+            .unwrap();
         assert_eq!(done.exit_code(), 3);
         assert!(done.output.contains("out\n") && done.output.contains("err\n"));
     }

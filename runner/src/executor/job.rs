@@ -214,8 +214,7 @@ impl JobRun {
             .iter()
             .map(|s| {
                 let mut step = json!({"name": s.name, "env": s.env});
-                if let (Some(step), Some(how)) = (step.as_object_mut(), s.described.as_object())
-                {
+                if let (Some(step), Some(how)) = (step.as_object_mut(), s.described.as_object()) {
                     step.extend(how.clone());
                 }
                 step
@@ -283,7 +282,13 @@ impl JobExecutor {
     }
 
     /// The bubblewrap command for one step.
-    fn sandboxed(&self, step: &JobStep, dir: &Path, network: bool, ctx: &StepContext) -> Result<Command, JobError> {
+    fn sandboxed(
+        &self,
+        step: &JobStep,
+        dir: &Path,
+        network: bool,
+        ctx: &StepContext,
+    ) -> Result<Command, JobError> {
         let mut command = Command::new(&self.bwrap);
         command
             .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
@@ -341,25 +346,33 @@ impl JobExecutor {
             let command = self.sandboxed(step, &dir, run.network, ctx)?;
             let started = Instant::now();
             let remaining = deadline.saturating_duration_since(started);
-            let done = child::run(command, remaining.max(Duration::from_millis(1)), OUTPUT_LIMIT, false)
-                .await
-                .map_err(|source| match source {
-                    ChildError::TimedOut { output, .. } => JobError::TimedOut {
-                        step: step.name.clone(),
-                        after: timeout,
-                        output,
-                    },
-                    source => JobError::Child {
-                        step: step.name.clone(),
-                        source,
-                    },
-                })?;
+            let done = child::run(
+                command,
+                remaining.max(Duration::from_millis(1)),
+                OUTPUT_LIMIT,
+                false,
+            )
+            .await
+            .map_err(|source| match source {
+                ChildError::TimedOut { output, .. } => JobError::TimedOut {
+                    step: step.name.clone(),
+                    after: timeout,
+                    output,
+                },
+                source => JobError::Child {
+                    step: step.name.clone(),
+                    source,
+                },
+            })?;
             let code = done.exit_code();
             log.push_str(&format!("== step {} ==\n{}", step.name, done.output));
             if !done.output.is_empty() && !done.output.ends_with('\n') {
                 log.push('\n');
             }
-            log.push_str(&format!("== step {} exited with code {code} ==\n", step.name));
+            log.push_str(&format!(
+                "== step {} exited with code {code} ==\n",
+                step.name
+            ));
             if code != 0 {
                 return Err(JobError::StepFailed {
                     step: step.name.clone(),

@@ -69,7 +69,9 @@ pub enum TerraformError {
     #[error(transparent)]
     Child(#[from] ChildError),
     /// The step's timeout passed while terraform ran; its process group was killed.
-    #[error("`terraform {command}` was killed: the step's timeout of {after:?} passed; last output:\n{output}")]
+    #[error(
+        "`terraform {command}` was killed: the step's timeout of {after:?} passed; last output:\n{output}"
+    )]
     TimedOut {
         /// The subcommand.
         command: String,
@@ -222,7 +224,8 @@ impl TerraformExecutor {
                 output: done.output,
             });
         }
-        serde_json::from_slice(&done.stdout).map_err(|source| TerraformError::Json { command, source })
+        serde_json::from_slice(&done.stdout)
+            .map_err(|source| TerraformError::Json { command, source })
     }
 
     async fn plan_step(&self, ctx: &StepContext) -> Result<Diff, TerraformError> {
@@ -235,9 +238,7 @@ impl TerraformExecutor {
             }
         } else {
             let module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
-                TerraformError::InvalidDesiredState(
-                    "it has neither terraform nor sandbox".into(),
-                )
+                TerraformError::InvalidDesiredState("it has neither terraform nor sandbox".into())
             })?;
             workspace::lay_out(&dir, &module).await?;
         }
@@ -250,8 +251,14 @@ impl TerraformExecutor {
                 source,
             })?;
         let plan_path = plan_file.to_string_lossy();
-        self.checked(ctx, &dir, &["init", "-input=false", "-no-color"], deadline, &[0])
-            .await?;
+        self.checked(
+            ctx,
+            &dir,
+            &["init", "-input=false", "-no-color"],
+            deadline,
+            &[0],
+        )
+        .await?;
         let out = format!("-out={plan_path}");
         let mut args = vec![
             "plan",
@@ -265,7 +272,12 @@ impl TerraformExecutor {
         }
         let planned = self.checked(ctx, &dir, &args, deadline, &[0, 2]).await?;
         let document = self
-            .json(ctx, &dir, &["show", "-json", "-no-color", &plan_path], deadline)
+            .json(
+                ctx,
+                &dir,
+                &["show", "-json", "-no-color", &plan_path],
+                deadline,
+            )
             .await?;
         Ok(Diff {
             input: PolicyInput::Terraform,
@@ -298,7 +310,12 @@ impl TerraformExecutor {
             )));
         }
         let saved = self
-            .json(ctx, &dir, &["show", "-json", "-no-color", &plan_path], deadline)
+            .json(
+                ctx,
+                &dir,
+                &["show", "-json", "-no-color", &plan_path],
+                deadline,
+            )
             .await?;
         if plan_json::change_set(&saved) != plan_json::change_set(&diff.document) {
             return Err(saved_plan_error(
@@ -349,10 +366,17 @@ impl TerraformExecutor {
         let args = ["plan", "-refresh-only", "-input=false", "-no-color", &out];
         self.checked(ctx, &dir, &args, deadline, &[0]).await?;
         let refreshed = self
-            .json(ctx, &dir, &["show", "-json", "-no-color", &plan_path], deadline)
+            .json(
+                ctx,
+                &dir,
+                &["show", "-json", "-no-color", &plan_path],
+                deadline,
+            )
             .await;
         let _ = tokio::fs::remove_file(&plan_file).await;
-        Ok(plan_json::normalised_state(&refreshed?["prior_state"]["values"]))
+        Ok(plan_json::normalised_state(
+            &refreshed?["prior_state"]["values"],
+        ))
     }
 }
 

@@ -165,10 +165,8 @@ pub async fn lay_out(dir: &Path, spec: &ModuleSpec) -> Result<(), TerraformError
 /// Copies a module directory, without terraform's state and caches.
 fn copy_module(from: &Path, to: &Path) -> Result<(), TerraformError> {
     let io = |what: String| move |source| TerraformError::Io { what, source };
-    let entries = std::fs::read_dir(from).map_err(io(format!(
-        "reading module source {}",
-        from.display()
-    )))?;
+    let entries =
+        std::fs::read_dir(from).map_err(io(format!("reading module source {}", from.display())))?;
     for entry in entries {
         let entry = entry.map_err(io(format!("reading {}", from.display())))?;
         let name = entry.file_name();
