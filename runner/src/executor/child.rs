@@ -18,7 +18,8 @@ pub const OUTPUT_LIMIT: usize = 64 * 1024;
 pub struct Finished {
     /// Exit status.
     pub status: ExitStatus,
-    /// Combined stdout and stderr as they arrived, bounded (see [`Tail`]).
+    /// stdout and stderr interleaved as they arrived, bounded (see [`Tail`]); only
+    /// stderr when stdout was kept apart.
     pub output: String,
     /// Whether output was dropped to stay within the limit.
     pub truncated: bool,
@@ -231,10 +232,21 @@ mod tests {
         assert_eq!(short.finish(), ("ok".to_owned(), false));
     }
 
+    /// Whether `pid` is alive (a zombie awaiting its reaper is not).
+    fn alive(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !matches!(stat.rsplit(") ").next().map(|s| &s[..1]), Some("Z" | "X")))
+    }
+
     #[tokio::test]
     async fn timeout_kills_the_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
         let mut command = Command::new("sh");
-        command.args(["-c", "echo started; sleep 30 & wait"]);
+        command.arg("-c").arg(format!(
+            "sleep 30 & echo $! > {}; echo started; wait",
+            pid_file.display()
+        ));
         let started = std::time::Instant::now();
         let err = run(command, Duration::from_millis(500), 1024, false)
             .await
@@ -244,6 +256,23 @@ mod tests {
             ChildError::TimedOut { output, .. } => assert_eq!(output, "started\n"),
             other => panic!("{other}"),
         }
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive(pid.trim()) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!alive(pid.trim()), "the child's child survived");
+    }
+
+    #[tokio::test]
+    async fn stdout_kept_apart_from_stderr() {
+        let mut command = Command::new("sh");
+        command.args(["-c", "echo '{\"a\": 1}'; echo warning >&2"]);
+        let done = run(command, Duration::from_secs(10), 1024, true)
+            .await
+            .unwrap();
+        assert_eq!(done.stdout, b"{\"a\": 1}\n");
+        assert_eq!(done.output, "warning\n");
     }
 
     #[tokio::test]
