@@ -25,6 +25,7 @@ use crate::executor::Diff;
 use anyhow::Context as _;
 use outpost_api::{Enforcement, PolicyInput};
 use outpost_policy::{CompiledPolicy, PolicyMeta, PolicyVerdict, compile, evaluate};
+use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -162,9 +163,15 @@ impl LocalPolicies {
     /// Evaluates the policies that apply to `diff.input` against `diff.document`, one
     /// verdict per such policy, in file name order.
     pub fn evaluate(&self, diff: &Diff) -> Vec<PolicyVerdict> {
+        self.evaluate_document(diff.input, &diff.document)
+    }
+
+    /// Evaluates the policies that apply to `input` against `document` (a DriftReport's
+    /// spec for `drift`, see [`outpost_policy::input`]).
+    pub fn evaluate_document(&self, input: PolicyInput, document: &Value) -> Vec<PolicyVerdict> {
         let pairs: Vec<(&PolicyMeta, &CompiledPolicy)> =
             self.policies.iter().map(|(m, c)| (m, c)).collect();
-        evaluate(&pairs, diff.input, &diff.document)
+        evaluate(&pairs, input, document)
     }
 
     /// The loaded policies' names and settings.
@@ -254,6 +261,9 @@ deny contains "no team label" if not input.metadata.labels.team
                 "name": "db", "change": {"actions": ["update"]}}]}),
         );
         assert!(!local.evaluate(&update)[0].denied());
+
+        let drift = local.evaluate_document(PolicyInput::Drift, &json!({"inSync": false}));
+        assert!(drift.is_empty(), "no policy declares the drift input");
 
         let object = diff(PolicyInput::Kubernetes, json!({"metadata": {"name": "x"}}));
         let verdicts = local.evaluate(&object);

@@ -13,8 +13,9 @@
 //! * one writable directory, [`job_dir`] of the entity's work dir, bound at the same
 //!   path, as working directory, `HOME` and `OUTPOST_WORK_DIR`;
 //! * an environment of only `PATH`, `HOME`, `OUTPOST_WORK_DIR`, the step's `env`
-//!   (secret references resolved) and the step context's `env` (the role's
-//!   credentials, which win). The environment is handed to bubblewrap as its own, never
+//!   (secret references `${outpost-secret:NAME}` resolved there, and only there: a
+//!   command reads a secret as `$VAR`, so it never appears in argv) and the step
+//!   context's `env` (the role's credentials, which win). The environment is handed to bubblewrap as its own, never
 //!   on its command line;
 //! * `--die-with-parent` and `--new-session`: killing bubblewrap (on timeout) ends the
 //!   sandbox's pid namespace and everything in it.
