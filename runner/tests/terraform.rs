@@ -41,8 +41,16 @@ output "size" {
 output "zones" {
   value = terraform_data.db.output.zones
 }
+variable "password" {
+  type      = string
+  sensitive = true
+  default   = "not-for-the-control-plane"
+}
+resource "terraform_data" "credentials" {
+  input = { password = var.password }
+}
 output "password" {
-  value     = "not-for-the-control-plane"
+  value     = var.password
   sensitive = true
 }
 "#;
@@ -124,10 +132,26 @@ async fn plan_apply_replace_denied_and_teardown() {
     let diff = tf.plan(&ctx).await.unwrap();
     assert_eq!(diff.input, PolicyInput::Terraform);
     assert!(diff.changes);
-    assert_eq!(diff.summary, "1 to add, 0 to change, 0 to destroy");
+    assert_eq!(diff.summary, "2 to add, 0 to change, 0 to destroy");
     assert_eq!(
         actions(&diff),
-        [("terraform_data.db".into(), json!(["create"]))]
+        [
+            ("terraform_data.credentials".into(), json!(["create"])),
+            ("terraform_data.db".into(), json!(["create"]))
+        ]
+    );
+    // What terraform marks sensitive is redacted in what policies see.
+    assert!(
+        !diff
+            .document
+            .to_string()
+            .contains("not-for-the-control-plane"),
+        "{}",
+        diff.document
+    );
+    assert_eq!(
+        diff.document["resource_changes"][0]["change"]["after"]["input"]["password"],
+        json!(REDACTED)
     );
 
     // Apply: outputs (sensitive ones left out) and the state as last_applied.
@@ -144,9 +168,13 @@ async fn plan_apply_replace_denied_and_teardown() {
         applied.outputs
     );
     assert!(
-        applied.log.contains("Apply complete! Resources: 1 added"),
+        applied.log.contains("Apply complete! Resources: 2 added"),
         "{}",
         applied.log
+    );
+    assert_eq!(
+        applied.last_applied["resources"]["terraform_data.credentials"]["input"]["password"],
+        json!(REDACTED)
     );
     let db = &applied.last_applied["resources"]["terraform_data.db"];
     assert_eq!(db["id"], json!(id));
@@ -160,7 +188,10 @@ async fn plan_apply_replace_denied_and_teardown() {
     assert_eq!(diff.summary, "0 to add, 0 to change, 0 to destroy");
     assert_eq!(
         actions(&diff),
-        [("terraform_data.db".into(), json!(["no-op"]))]
+        [
+            ("terraform_data.credentials".into(), json!(["no-op"])),
+            ("terraform_data.db".into(), json!(["no-op"]))
+        ]
     );
     let live = tf.observe(&again, &applied.last_applied).await.unwrap();
     assert_eq!(live, applied.last_applied);
@@ -170,8 +201,8 @@ async fn plan_apply_replace_denied_and_teardown() {
     let diff = tf.plan(&replace).await.unwrap();
     assert_eq!(diff.summary, "1 to add, 0 to change, 1 to destroy");
     assert_eq!(
-        actions(&diff),
-        [("terraform_data.db".into(), json!(["delete", "create"]))]
+        actions(&diff)[1],
+        ("terraform_data.db".into(), json!(["delete", "create"]))
     );
     let policies = local_policy::load(seed_policy_dir().path()).unwrap();
     let verdicts = policies.evaluate(&diff);
@@ -194,10 +225,10 @@ async fn plan_apply_replace_denied_and_teardown() {
     );
     let diff = tf.plan(&teardown).await.unwrap();
     assert!(diff.changes);
-    assert_eq!(diff.summary, "0 to add, 0 to change, 1 to destroy");
+    assert_eq!(diff.summary, "0 to add, 0 to change, 2 to destroy");
     assert_eq!(
-        actions(&diff),
-        [("terraform_data.db".into(), json!(["delete"]))]
+        actions(&diff)[1],
+        ("terraform_data.db".into(), json!(["delete"]))
     );
     let applied = tf.apply(&teardown, &diff).await.unwrap();
     assert_eq!(applied.last_applied["resources"], json!({}));
@@ -382,13 +413,13 @@ async fn local_directory_sources_and_sandbox_plans() {
         desired.clone(),
     );
     let diff = tf.plan(&ctx).await.unwrap();
-    assert_eq!(diff.summary, "1 to add, 0 to change, 0 to destroy");
+    assert_eq!(diff.summary, "2 to add, 0 to change, 0 to destroy");
     assert!(work.path().join("module/extra/README.md").exists());
     tf.apply(&ctx, &diff).await.unwrap();
     // Deprovision destroys it.
     let ctx = context(work.path(), "deprovision", Operation::Deprovision, desired);
     let diff = tf.plan(&ctx).await.unwrap();
-    assert_eq!(diff.summary, "0 to add, 0 to change, 1 to destroy");
+    assert_eq!(diff.summary, "0 to add, 0 to change, 2 to destroy");
     tf.apply(&ctx, &diff).await.unwrap();
 
     // Nothing deployed: nothing to destroy, without running terraform.

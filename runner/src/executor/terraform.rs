@@ -2,8 +2,9 @@
 //!
 //! * **plan**: lays the module out in the entity's work dir ([`workspace`]), then
 //!   `terraform init`, `terraform plan -out` (`-destroy` for `teardown` and
-//!   `deprovision`) and `terraform show -json` of the saved plan: that JSON is the
-//!   [`Diff`] document policies see (input `terraform`).
+//!   `deprovision`) and `terraform show -json` of the saved plan: that JSON, with what
+//!   terraform marks sensitive redacted, is the [`Diff`] document policies see (input
+//!   `terraform`).
 //! * **apply**: checks the saved plan still says what the Diff said, then
 //!   `terraform apply` of *that saved plan* (never a fresh one; terraform itself refuses
 //!   it if the state moved), `terraform output -json` for outputs and `terraform show
@@ -271,7 +272,7 @@ impl TerraformExecutor {
             args.push("-destroy");
         }
         let planned = self.checked(ctx, &dir, &args, deadline, &[0, 2]).await?;
-        let document = self
+        let shown = self
             .json(
                 ctx,
                 &dir,
@@ -279,6 +280,7 @@ impl TerraformExecutor {
                 deadline,
             )
             .await?;
+        let document = plan_json::redacted_plan(&shown);
         Ok(Diff {
             input: PolicyInput::Terraform,
             summary: plan_json::summary(&document),
@@ -317,6 +319,7 @@ impl TerraformExecutor {
                 deadline,
             )
             .await?;
+        let saved = plan_json::redacted_plan(&saved);
         if plan_json::change_set(&saved) != plan_json::change_set(&diff.document) {
             return Err(saved_plan_error(
                 "it no longer matches the diff policies saw".into(),

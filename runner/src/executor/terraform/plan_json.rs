@@ -98,10 +98,96 @@ fn collect_resources(module: &Value, out: &mut Map<String, Value>) {
     }
 }
 
+/// A `terraform show -json` plan with the values terraform marks sensitive redacted:
+/// sensitive variables, the sensitive parts of `resource_changes`' and
+/// `resource_drift`'s `before`/`after` and of `output_changes`, and sensitive values in
+/// `planned_values` and `prior_state`. This is the document policies see and the runner
+/// reports, so secret values never leave the customer's account through it.
+pub fn redacted_plan(plan: &Value) -> Value {
+    let mut plan = plan.clone();
+    let sensitive_variables: Vec<String> = plan
+        .pointer("/configuration/root_module/variables")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| v["sensitive"] == true)
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in &sensitive_variables {
+        for pointer in [
+            format!("/variables/{name}/value"),
+            format!("/configuration/root_module/variables/{name}/default"),
+        ] {
+            if let Some(value) = plan.pointer_mut(&pointer) {
+                *value = Value::String(REDACTED.into());
+            }
+        }
+    }
+    for list in ["resource_changes", "resource_drift"] {
+        let changes = plan.get_mut(list).and_then(Value::as_array_mut);
+        for rc in changes.into_iter().flatten() {
+            if let Some(change) = rc.get_mut("change") {
+                redact_change(change);
+            }
+        }
+    }
+    let outputs = plan
+        .get_mut("output_changes")
+        .and_then(Value::as_object_mut);
+    for (_, change) in outputs.into_iter().flatten() {
+        redact_change(change);
+    }
+    for pointer in ["/planned_values", "/prior_state/values"] {
+        if let Some(values) = plan.pointer_mut(pointer) {
+            redact_values(values);
+        }
+    }
+    plan
+}
+
+/// Redacts `before` and `after` of a change by its `before_sensitive`/`after_sensitive`.
+fn redact_change(change: &mut Value) {
+    for (side, mask) in [("before", "before_sensitive"), ("after", "after_sensitive")] {
+        let mask = change.get(mask).cloned().unwrap_or(Value::Null);
+        if let Some(value) = change.get_mut(side) {
+            *value = redact(value, &mask);
+        }
+    }
+}
+
+/// Redacts a `{outputs, root_module}` values document in place.
+fn redact_values(values: &mut Value) {
+    let outputs = values.get_mut("outputs").and_then(Value::as_object_mut);
+    for (_, output) in outputs.into_iter().flatten() {
+        if output["sensitive"] == true
+            && let Some(value) = output.get_mut("value")
+        {
+            *value = Value::String(REDACTED.into());
+        }
+    }
+    fn module(m: &mut Value) {
+        let resources = m.get_mut("resources").and_then(Value::as_array_mut);
+        for r in resources.into_iter().flatten() {
+            let mask = r.get("sensitive_values").cloned().unwrap_or(Value::Null);
+            if let Some(values) = r.get_mut("values") {
+                *values = redact(values, &mask);
+            }
+        }
+        let children = m.get_mut("child_modules").and_then(Value::as_array_mut);
+        for child in children.into_iter().flatten() {
+            module(child);
+        }
+    }
+    if let Some(root) = values.get_mut("root_module") {
+        module(root);
+    }
+}
+
 /// `value` with every leaf that `mask` marks `true` replaced by [`REDACTED`]
 /// (terraform's `sensitive_values` mirrors the value's shape).
 pub fn redact(value: &Value, mask: &Value) -> Value {
     match (value, mask) {
+        (Value::Null, _) => Value::Null,
         (_, Value::Bool(true)) => Value::String(REDACTED.into()),
         (Value::Object(map), Value::Object(m)) => Value::Object(
             map.iter()
@@ -137,6 +223,34 @@ mod tests {
         assert_eq!(
             summary(&outputs),
             "0 to add, 0 to change, 0 to destroy, outputs change"
+        );
+    }
+
+    #[test]
+    fn plans_are_redacted_where_terraform_marks_them_sensitive() {
+        let plan = json!({
+            "variables": {"pw": {"value": "hunter2"}, "size": {"value": "x"}},
+            "configuration": {"root_module": {"variables": {
+                "pw": {"sensitive": true, "default": "hunter2"}, "size": {}}}},
+            "resource_changes": [{"change": {"actions": ["create"], "before": null,
+                "after": {"input": {"pw": "hunter2", "size": "x"}},
+                "before_sensitive": false, "after_sensitive": {"input": {"pw": true}}}}],
+            "output_changes": {"pw": {"actions": ["create"], "before": null, "after": "hunter2",
+                "before_sensitive": true, "after_sensitive": true}},
+            "planned_values": {"outputs": {"pw": {"sensitive": true, "value": "hunter2"}},
+                "root_module": {"resources": [{"values": {"input": {"pw": "hunter2"}},
+                    "sensitive_values": {"input": {"pw": true}}}]}},
+        });
+        let redacted = redacted_plan(&plan);
+        assert!(!redacted.to_string().contains("hunter2"), "{redacted}");
+        assert_eq!(redacted["variables"]["size"]["value"], "x");
+        assert_eq!(
+            redacted["resource_changes"][0]["change"]["after"],
+            json!({"input": {"pw": REDACTED, "size": "x"}})
+        );
+        assert_eq!(
+            redacted["resource_changes"][0]["change"]["before"],
+            Value::Null
         );
     }
 
