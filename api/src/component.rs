@@ -153,12 +153,19 @@ pub struct HelmSource {
     pub values: BTreeMap<String, String>,
 }
 
-/// A Terraform module.
+/// A Terraform module: exactly one of `source` (an address) or `files` (the module
+/// inline) is set.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TerraformSource {
-    /// Module source address.
+    /// Module source address. The runner copies local directories (an absolute path or
+    /// a `file://` URL).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// The module inline: file name (`main.tf`, `outputs.tf.json`, no directories)
+    /// to content.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
     /// Module version, for registry sources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -208,6 +215,37 @@ pub struct JobSource {
     pub env: BTreeMap<String, String>,
 }
 
+impl TerraformSource {
+    /// Checks that exactly one of `source` and `files` is set and that inline file
+    /// names are plain file names.
+    fn validate_at(&self, field: &str) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        match (self.source.trim().is_empty(), self.files.is_empty()) {
+            (true, true) => errors.push(FieldError::required(
+                format!("{field}.source"),
+                "one of source or files",
+            )),
+            (false, false) => errors.push(FieldError::forbidden(
+                format!("{field}.files"),
+                "set only one of source and files",
+            )),
+            _ => {}
+        }
+        for name in self.files.keys() {
+            let plain =
+                !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+            if !plain {
+                errors.push(FieldError::invalid(
+                    format!("{field}.files"),
+                    name,
+                    "must be a plain file name (no directories, not starting with '.')",
+                ));
+            }
+        }
+        errors
+    }
+}
+
 impl ComponentSpec {
     /// Field names of the source blocks that are set.
     fn sources_set(&self) -> Vec<&'static str> {
@@ -254,9 +292,6 @@ impl Validate for Component {
             spec.helm
                 .as_ref()
                 .map(|h| ("spec.helm.chart", h.chart.as_str())),
-            spec.terraform
-                .as_ref()
-                .map(|t| ("spec.terraform.source", t.source.as_str())),
             spec.cloudformation
                 .as_ref()
                 .map(|c| ("spec.cloudformation.templateUrl", c.template_url.as_str())),
@@ -272,6 +307,9 @@ impl Validate for Component {
         ];
         for (field, value) in required.into_iter().flatten() {
             errors.extend(validate_required(field, value));
+        }
+        if let Some(terraform) = &spec.terraform {
+            errors.extend(terraform.validate_at("spec.terraform"));
         }
         for (i, dep) in spec.dependencies.iter().enumerate() {
             let field = format!("spec.dependencies[{i}]");
@@ -431,6 +469,59 @@ mod tests {
                 ("spec.app".into(), FieldErrorKind::Invalid),
                 ("spec.manifest.content".into(), FieldErrorKind::Required),
             ]
+        );
+    }
+
+    fn terraform(source: &str, files: &[(&str, &str)]) -> Component {
+        let mut c = web();
+        c.spec.type_ = ComponentType::TerraformModule;
+        c.spec.manifest = None;
+        c.spec.terraform = Some(TerraformSource {
+            source: source.into(),
+            files: files
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            version: None,
+            variables: BTreeMap::new(),
+        });
+        c
+    }
+
+    #[test]
+    fn terraform_needs_exactly_one_of_source_and_files() {
+        assert_eq!(errors(&terraform("/modules/db", &[])), []);
+        assert_eq!(errors(&terraform("", &[("main.tf", "")])), []);
+        assert_eq!(
+            errors(&terraform(" ", &[])),
+            [("spec.terraform.source".into(), FieldErrorKind::Required)]
+        );
+        assert_eq!(
+            errors(&terraform("/modules/db", &[("main.tf", "")])),
+            [("spec.terraform.files".into(), FieldErrorKind::Forbidden)]
+        );
+    }
+
+    #[test]
+    fn terraform_inline_files_are_plain_names() {
+        let c = terraform("", &[("../main.tf", ""), (".terraform", ""), ("ok.tf", "")]);
+        assert_eq!(
+            errors(&c),
+            [
+                ("spec.terraform.files".into(), FieldErrorKind::Invalid),
+                ("spec.terraform.files".into(), FieldErrorKind::Invalid),
+            ]
+        );
+    }
+
+    #[test]
+    fn terraform_files_round_trip_and_source_may_be_omitted() {
+        let t: TerraformSource =
+            serde_json::from_value(json!({"files": {"main.tf": "x"}})).unwrap();
+        assert_eq!(t.source, "");
+        assert_eq!(
+            serde_json::to_value(&t).unwrap(),
+            json!({"files": {"main.tf": "x"}})
         );
     }
 }

@@ -217,7 +217,7 @@ async fn approved_plans_are_claimed_applied_and_reported_and_the_audit_log_verif
     std::fs::create_dir_all(&policies).unwrap();
     std::fs::write(
         policies.join("no_forbidden.rego"),
-        "package outpost.local\n\ndeny contains \"the customer forbids this entity\" if input.entity == \"forbidden\"\n",
+        "# outpost:inputs plan\npackage outpost.local\n\ndeny contains \"the customer forbids this entity\" if input.entity == \"forbidden\"\n",
     )
     .unwrap();
     let _runner = start_runner(
@@ -310,7 +310,7 @@ async fn approved_plans_are_claimed_applied_and_reported_and_the_audit_log_verif
     );
     assert_eq!(
         message(&forbidden),
-        "denied by local policy no_forbidden: the customer forbids this entity"
+        "denied by local policy local/no_forbidden: the customer forbids this entity"
     );
     assert_eq!(
         applies(&dirs.out),

@@ -177,7 +177,16 @@ fn local_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(
     let Some(dir) = &session.args.policies else {
         return Ok(());
     };
-    let verdicts = crate::local_policy::evaluate(dir, diff);
+    // Read on every Plan: the customer may change them without restarting the runner.
+    let verdicts = match crate::local_policy::load(dir) {
+        Ok(policies) => policies.evaluate(diff),
+        Err(e) => {
+            return Err(refused(format!(
+                "local policies in {} cannot be loaded, so nothing is applied: {e:#}",
+                dir.display()
+            )));
+        }
+    };
     let details: Vec<Value> = verdicts
         .iter()
         .map(|v| json!({"policy": v.policy, "denied": v.denied(), "denials": v.denials, "warnings": v.warnings}))

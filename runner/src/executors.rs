@@ -54,13 +54,21 @@ pub fn executor_type(plan: &Plan) -> Result<String, String> {
 }
 
 impl Executors {
-    /// The executors built into this runner binary, configured from `args`.
-    ///
-    /// # Warning
-    /// The `kubernetes_manifest`, `terraform_module` and `job` executors are registered
-    /// here as their modules land; until then a Plan of those types fails with
-    /// "component type X is not supported by this runner".
-    pub fn standard(_args: &crate::RunnerArgs) -> Self {
-        Self::new()
+    /// The executors built into this runner binary, configured from `args`:
+    /// `terraform_module` (also the sandbox) and `job` (also actions' steps), and
+    /// `kubernetes_manifest` when a kubeconfig is given.
+    pub fn standard(args: &crate::RunnerArgs) -> Self {
+        let mut executors = Self::new();
+        executors.insert(
+            "terraform_module",
+            Arc::new(crate::executor::terraform::TerraformExecutor::new(
+                args.terraform.clone(),
+            )),
+        );
+        executors.insert(
+            "job",
+            Arc::new(crate::executor::job::JobExecutor::new(args.bwrap.clone())),
+        );
+        executors
     }
 }

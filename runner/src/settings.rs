@@ -34,6 +34,9 @@ pub struct RunnerArgs {
     /// The terraform binary (`terraform_module` components and the sandbox).
     #[arg(long, default_value = "terraform")]
     pub terraform: PathBuf,
+    /// The bubblewrap binary that sandboxes `job` components and action steps.
+    #[arg(long, default_value = "bwrap")]
+    pub bwrap: PathBuf,
     /// Directory of secrets, one file per secret named like the secret
     /// (`${outpost-secret:NAME}` reads `DIR/NAME`).
     #[arg(long)]

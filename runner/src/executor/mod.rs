@@ -5,6 +5,11 @@
 //! drift (observe). Executors never decide *whether* to apply: the runner does,
 //! after local policies saw the diff.
 
+pub mod child;
+pub mod job;
+pub mod secret_ref;
+pub mod terraform;
+
 use futures::future::BoxFuture;
 use outpost_api::{Operation, PolicyInput};
 use serde_json::Value;

@@ -1,0 +1,317 @@
+//! The `job` executor: `job` components and Action `trigger` Plans, each step run under
+//! bubblewrap (`bwrap`).
+//!
+//! There is no container runtime on the runner VM: a job's `image` is **not pulled**;
+//! its `command` runs on the host's root filesystem, sandboxed. An Action's steps run
+//! in order, `command` with `/bin/sh -c`, `script` with `/bin/sh -e -c`.
+//!
+//! Every step gets, from bubblewrap:
+//! * the host's root read-only (`--ro-bind / /`), a private `/tmp` (`--tmpfs /tmp`), a
+//!   minimal `/dev` and a fresh `/proc`;
+//! * new user, pid, ipc, uts, cgroup and network namespaces (`--unshare-all`): no
+//!   network at all unless the Action declares `network: true` (`--share-net`);
+//! * one writable directory, [`job_dir`] of the entity's work dir, bound at the same
+//!   path, as working directory, `HOME` and `OUTPOST_WORK_DIR`;
+//! * an environment of only `PATH`, `HOME`, `OUTPOST_WORK_DIR`, the step's `env`
+//!   (secret references `${outpost-secret:NAME}` resolved there, and only there: a
+//!   command reads a secret as `$VAR`, so it never appears in argv) and the step
+//!   context's `env` (the role's credentials, which win). The environment is handed to bubblewrap as its own, never
+//!   on its command line;
+//! * `--die-with-parent` and `--new-session`: killing bubblewrap (on timeout) ends the
+//!   sandbox's pid namespace and everything in it.
+//!
+//! The timeout (the smaller of the step context's and the Action's `timeoutSeconds`)
+//! covers all steps. Output is captured per step, stdout and stderr interleaved, the
+//! last 64 KiB behind a truncation marker. A non-zero exit fails the apply, naming the
+//! step, its exit code and the tail of its output.
+
+mod steps;
+
+use super::child::{self, ChildError, OUTPUT_LIMIT};
+use super::secret_ref::{self, UnresolvedSecret};
+use super::{Applied, Diff, Executor, StepContext};
+use futures::future::BoxFuture;
+use outpost_api::PolicyInput;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use steps::{JobRun, JobStep};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+/// `PATH` inside the sandbox.
+const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Bytes of a failed step's output quoted in its error.
+const ERROR_TAIL: usize = 2048;
+
+/// What went wrong running a job.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The desired state is neither a job component nor an action.
+    #[error("desired state is not a job or an action: {0}")]
+    InvalidDesiredState(String),
+    /// bubblewrap is missing or cannot create its namespaces here.
+    #[error("bubblewrap ({bwrap}) cannot sandbox steps on this machine: {reason}")]
+    SandboxUnavailable {
+        /// The bwrap binary.
+        bwrap: String,
+        /// What it said.
+        reason: String,
+    },
+    /// The Diff given to apply is not what this desired state plans.
+    #[error("the diff to apply is not the plan of this desired state")]
+    DiffMismatch,
+    /// A step's env references a secret the step does not have.
+    #[error(transparent)]
+    Secret(#[from] UnresolvedSecret),
+    /// The work dir could not be created.
+    #[error("creating the job directory {path}")]
+    WorkDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A step could not be run or timed out.
+    #[error("step {step}: {source}")]
+    Child {
+        /// The step's name.
+        step: String,
+        /// What happened.
+        #[source]
+        source: ChildError,
+    },
+    /// The timeout passed while a step ran; the sandbox was killed.
+    #[error("step {step} was killed: the timeout of {after:?} passed; last output:\n{output}")]
+    TimedOut {
+        /// The step's name.
+        step: String,
+        /// The timeout.
+        after: Duration,
+        /// The end of its output.
+        output: String,
+    },
+    /// A step exited non-zero.
+    #[error("step {step} failed with exit code {code}; last output:\n{tail}")]
+    StepFailed {
+        /// The step's name.
+        step: String,
+        /// Its exit code (128 + signal when killed by one).
+        code: i32,
+        /// The end of its output.
+        tail: String,
+    },
+}
+
+/// The writable directory steps of an entity whose work dir is `work_dir` run in.
+pub fn job_dir(work_dir: &Path) -> PathBuf {
+    work_dir.join("job")
+}
+
+/// The `job` executor.
+#[derive(Debug, Clone)]
+pub struct JobExecutor {
+    bwrap: PathBuf,
+}
+
+impl Default for JobExecutor {
+    /// `bwrap` from `PATH`.
+    fn default() -> Self {
+        Self::new("bwrap")
+    }
+}
+
+impl JobExecutor {
+    /// An executor sandboxing steps with the bubblewrap binary at `bwrap`.
+    pub fn new(bwrap: impl Into<PathBuf>) -> Self {
+        Self {
+            bwrap: bwrap.into(),
+        }
+    }
+
+    /// Checks that bubblewrap runs and can create the namespaces steps get (run a no-op
+    /// in them), so that a machine that cannot sandbox fails with a clear reason.
+    pub async fn check(&self) -> Result<(), JobError> {
+        let unavailable = |reason: String| JobError::SandboxUnavailable {
+            bwrap: self.bwrap.display().to_string(),
+            reason,
+        };
+        let mut command = Command::new(&self.bwrap);
+        command
+            .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent"])
+            .args(["--", "/bin/true"])
+            .env_clear();
+        let done = child::run(command, Duration::from_secs(30), 4096, false)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        if done.exit_code() == 0 {
+            Ok(())
+        } else {
+            Err(unavailable(format!(
+                "exit code {}: {}",
+                done.exit_code(),
+                done.output.trim()
+            )))
+        }
+    }
+
+    /// The bubblewrap command for one step.
+    fn sandboxed(
+        &self,
+        step: &JobStep,
+        dir: &Path,
+        network: bool,
+        ctx: &StepContext,
+    ) -> Result<Command, JobError> {
+        let mut command = Command::new(&self.bwrap);
+        command
+            .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+            .args(["--tmpfs", "/tmp", "--unshare-all"]);
+        if network {
+            command.arg("--share-net");
+        }
+        command
+            .args(["--die-with-parent", "--new-session"])
+            .arg("--bind")
+            .arg(dir)
+            .arg(dir)
+            .arg("--chdir")
+            .arg(dir)
+            .arg("--")
+            .args(&step.argv);
+        command
+            .env_clear()
+            .env("PATH", SANDBOX_PATH)
+            .env("HOME", dir)
+            .env("OUTPOST_WORK_DIR", dir);
+        for (name, value) in &step.env {
+            command.env(name, secret_ref::resolve(value, &ctx.env)?);
+        }
+        command.envs(&ctx.env);
+        Ok(command)
+    }
+
+    async fn apply_run(&self, ctx: &StepContext, diff: &Diff) -> Result<Applied, JobError> {
+        let run = JobRun::of(ctx)?;
+        let timeout = run.timeout.map_or(ctx.timeout, |t| t.min(ctx.timeout));
+        let deadline = Instant::now() + timeout;
+        let document = run.document(ctx);
+        if document != diff.document {
+            return Err(JobError::DiffMismatch);
+        }
+        if run.steps.is_empty() {
+            return Ok(Applied {
+                outputs: BTreeMap::from([("steps".to_owned(), json!([]))]),
+                log: String::new(),
+                last_applied: document,
+            });
+        }
+        self.check().await?;
+        let dir = job_dir(&ctx.work_dir);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|source| JobError::WorkDir {
+                path: dir.clone(),
+                source,
+            })?;
+        let mut log = String::new();
+        let mut results = Vec::new();
+        for step in &run.steps {
+            let command = self.sandboxed(step, &dir, run.network, ctx)?;
+            let started = Instant::now();
+            let remaining = deadline.saturating_duration_since(started);
+            let done = child::run(
+                command,
+                remaining.max(Duration::from_millis(1)),
+                OUTPUT_LIMIT,
+                false,
+            )
+            .await
+            .map_err(|source| match source {
+                ChildError::TimedOut { output, .. } => JobError::TimedOut {
+                    step: step.name.clone(),
+                    after: timeout,
+                    output,
+                },
+                source => JobError::Child {
+                    step: step.name.clone(),
+                    source,
+                },
+            })?;
+            let code = done.exit_code();
+            log.push_str(&format!("== step {} ==\n{}", step.name, done.output));
+            if !done.output.is_empty() && !done.output.ends_with('\n') {
+                log.push('\n');
+            }
+            log.push_str(&format!(
+                "== step {} exited with code {code} ==\n",
+                step.name
+            ));
+            if code != 0 {
+                return Err(JobError::StepFailed {
+                    step: step.name.clone(),
+                    code,
+                    tail: tail(&done.output, ERROR_TAIL),
+                });
+            }
+            results.push(json!({
+                "name": step.name,
+                "exitCode": code,
+                "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "outputTruncated": done.truncated,
+            }));
+        }
+        Ok(Applied {
+            outputs: BTreeMap::from([("steps".to_owned(), Value::Array(results))]),
+            log,
+            last_applied: document,
+        })
+    }
+}
+
+/// The last `limit` bytes of `text`, on a character boundary.
+fn tail(text: &str, limit: usize) -> String {
+    let mut start = text.len().saturating_sub(limit);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_owned()
+}
+
+impl Executor for JobExecutor {
+    /// The steps that would run; always a change (a job runs each time it is applied),
+    /// except a teardown, which runs nothing.
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
+        Box::pin(async move {
+            let run = JobRun::of(ctx)?;
+            let n = run.steps.len();
+            Ok(Diff {
+                input: PolicyInput::Plan,
+                document: run.document(ctx),
+                summary: format!("{n} step{} to run", if n == 1 { "" } else { "s" }),
+                changes: n > 0,
+            })
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(async move { Ok(self.apply_run(ctx, diff).await?) })
+    }
+
+    /// Jobs leave no live state to read back: what was applied is what is observed, so
+    /// a job never drifts.
+    fn observe<'a>(
+        &'a self,
+        _ctx: &'a StepContext,
+        last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Value>> {
+        Box::pin(async move { Ok(last_applied.clone()) })
+    }
+}

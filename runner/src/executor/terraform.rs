@@ -1,0 +1,427 @@
+//! The `terraform_module` executor: drives the real `terraform` binary.
+//!
+//! * **plan**: lays the module out in the entity's work dir ([`workspace`]), then
+//!   `terraform init`, `terraform plan -out` (`-destroy` for `teardown` and
+//!   `deprovision`) and `terraform show -json` of the saved plan: that JSON, with what
+//!   terraform marks sensitive redacted, is the [`Diff`] document policies see (input
+//!   `terraform`).
+//! * **apply**: checks the saved plan still says what the Diff said, then
+//!   `terraform apply` of *that saved plan* (never a fresh one; terraform itself refuses
+//!   it if the state moved), `terraform output -json` for outputs and `terraform show
+//!   -json` for `last_applied`.
+//! * **observe**: `terraform plan -refresh-only -out` and the refreshed state from its
+//!   `show -json` (state on disk is not changed).
+//!
+//! Module sources: a local directory (absolute path or `file://` URL), copied; or the
+//! module inline (`terraform.files`). Registry and VCS addresses are refused: the
+//! runner does not fetch modules. Teardown Plans (whose desired state names no module)
+//! destroy what the work dir holds.
+//!
+//! Secrets: the step environment ([`StepContext::env`], the role's credentials and
+//! resolved secrets) goes only into terraform's process environment; variables that
+//! reference a secret are passed as `TF_VAR_<name>`, never in the variables file.
+//! Terraform itself records variable values in saved plans and resources' attributes in
+//! its state, as it always does. Sensitive outputs are *not* reported in
+//! [`Applied::outputs`] (secret values never enter the control plane): a template that
+//! references one fails as undefined. Normalised state redacts sensitive values.
+
+mod plan_json;
+mod workspace;
+
+use super::child::{self, ChildError, Finished, OUTPUT_LIMIT};
+use super::secret_ref::UnresolvedSecret;
+use super::{Applied, Diff, Executor, StepContext};
+use futures::future::BoxFuture;
+use outpost_api::{Operation, PolicyInput};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::process::Command;
+use tokio::time::Instant;
+
+pub use plan_json::REDACTED;
+
+/// What went wrong driving terraform.
+#[derive(Debug, thiserror::Error)]
+pub enum TerraformError {
+    /// The desired state does not describe a terraform module.
+    #[error("desired state is not a terraform module: {0}")]
+    InvalidDesiredState(String),
+    /// The module source is not a local directory.
+    #[error(
+        "module source {0:?} cannot be fetched by the runner: use an absolute directory path, \
+         a file:// URL, or terraform.files"
+    )]
+    UnsupportedSource(String),
+    /// A variable references a secret the step does not have.
+    #[error(transparent)]
+    Secret(#[from] UnresolvedSecret),
+    /// A file operation in the work dir failed.
+    #[error("{what}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// terraform could not be run or timed out.
+    #[error(transparent)]
+    Child(#[from] ChildError),
+    /// The step's timeout passed while terraform ran; its process group was killed.
+    #[error(
+        "`terraform {command}` was killed: the step's timeout of {after:?} passed; last output:\n{output}"
+    )]
+    TimedOut {
+        /// The subcommand.
+        command: String,
+        /// The step's timeout.
+        after: Duration,
+        /// The tail of its output.
+        output: String,
+    },
+    /// terraform exited non-zero.
+    #[error("`terraform {command}` failed with exit code {code}:\n{output}")]
+    Failed {
+        /// The subcommand.
+        command: String,
+        /// Its exit code.
+        code: i32,
+        /// The tail of its output.
+        output: String,
+    },
+    /// terraform printed JSON that does not parse.
+    #[error("`terraform {command}` printed invalid JSON")]
+    Json {
+        /// The subcommand.
+        command: String,
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The saved plan is missing or no longer says what the Diff said.
+    #[error("saved plan for Plan {plan}: {reason}")]
+    SavedPlan {
+        /// The Plan's name.
+        plan: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Environment variables passed on from the runner's own environment: what terraform
+/// needs to run (and the customer's terraform settings, `TF_*`). Everything else — the
+/// runner's token among it — stays out of terraform's environment.
+const PASSED_ENV: [&str; 9] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "TMPDIR",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "no_proxy",
+];
+
+/// The `terraform_module` executor.
+#[derive(Debug, Clone)]
+pub struct TerraformExecutor {
+    binary: PathBuf,
+}
+
+impl Default for TerraformExecutor {
+    /// `terraform` from `PATH`.
+    fn default() -> Self {
+        Self::new("terraform")
+    }
+}
+
+impl TerraformExecutor {
+    /// An executor running the terraform binary at `binary` (the runner's
+    /// `--terraform PATH`).
+    pub fn new(binary: impl Into<PathBuf>) -> Self {
+        Self {
+            binary: binary.into(),
+        }
+    }
+
+    /// Whether the Plan removes what the module manages.
+    fn destroys(operation: Operation) -> bool {
+        matches!(operation, Operation::Teardown | Operation::Deprovision)
+    }
+
+    /// Runs `terraform ARGS` in `dir` with the step's environment, before `deadline`.
+    async fn terraform(
+        &self,
+        ctx: &StepContext,
+        dir: &Path,
+        args: &[&str],
+        deadline: Instant,
+        keep_stdout: bool,
+    ) -> Result<Finished, TerraformError> {
+        let mut command = Command::new(&self.binary);
+        command.current_dir(dir).args(args).env_clear();
+        for (name, value) in std::env::vars() {
+            if PASSED_ENV.contains(&name.as_str()) || name.starts_with("TF_") {
+                command.env(name, value);
+            }
+        }
+        command
+            .env("TF_IN_AUTOMATION", "1")
+            .env("TF_INPUT", "0")
+            .envs(&ctx.env);
+        if let Some(module) = workspace::module_of(&ctx.desired).ok().flatten() {
+            command.envs(workspace::secret_variables(&module.variables, &ctx.env)?);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let timeout = remaining.max(Duration::from_millis(1));
+        match child::run(command, timeout, OUTPUT_LIMIT, keep_stdout).await {
+            Err(ChildError::TimedOut { output, .. }) => Err(TerraformError::TimedOut {
+                command: args.first().copied().unwrap_or_default().to_owned(),
+                after: ctx.timeout,
+                output,
+            }),
+            done => Ok(done?),
+        }
+    }
+
+    /// Like [`Self::terraform`], failing on exit codes other than `ok`.
+    async fn checked(
+        &self,
+        ctx: &StepContext,
+        dir: &Path,
+        args: &[&str],
+        deadline: Instant,
+        ok: &[i32],
+    ) -> Result<Finished, TerraformError> {
+        let done = self.terraform(ctx, dir, args, deadline, false).await?;
+        if ok.contains(&done.exit_code()) {
+            Ok(done)
+        } else {
+            Err(TerraformError::Failed {
+                command: args.first().copied().unwrap_or_default().to_owned(),
+                code: done.exit_code(),
+                output: done.output,
+            })
+        }
+    }
+
+    /// Runs a JSON-printing subcommand and parses what it printed.
+    async fn json(
+        &self,
+        ctx: &StepContext,
+        dir: &Path,
+        args: &[&str],
+        deadline: Instant,
+    ) -> Result<Value, TerraformError> {
+        let command = args.first().copied().unwrap_or_default().to_owned();
+        let done = self.terraform(ctx, dir, args, deadline, true).await?;
+        if done.exit_code() != 0 {
+            return Err(TerraformError::Failed {
+                command,
+                code: done.exit_code(),
+                output: done.output,
+            });
+        }
+        serde_json::from_slice(&done.stdout)
+            .map_err(|source| TerraformError::Json { command, source })
+    }
+
+    async fn plan_step(&self, ctx: &StepContext) -> Result<Diff, TerraformError> {
+        let deadline = Instant::now() + ctx.timeout;
+        let dir = workspace::module_dir(&ctx.work_dir);
+        let destroy = Self::destroys(ctx.operation);
+        if destroy {
+            if !dir.join("terraform.tfstate").exists() {
+                return Ok(nothing_deployed());
+            }
+        } else {
+            let module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
+                TerraformError::InvalidDesiredState("it has neither terraform nor sandbox".into())
+            })?;
+            workspace::lay_out(&dir, &module).await?;
+        }
+        let plan_file = workspace::plan_file(&ctx.work_dir, &ctx.plan);
+        let plans = plan_file.parent().unwrap_or(&ctx.work_dir);
+        tokio::fs::create_dir_all(plans)
+            .await
+            .map_err(|source| TerraformError::Io {
+                what: format!("creating {}", plans.display()),
+                source,
+            })?;
+        let plan_path = plan_file.to_string_lossy();
+        self.checked(
+            ctx,
+            &dir,
+            &["init", "-input=false", "-no-color"],
+            deadline,
+            &[0],
+        )
+        .await?;
+        let out = format!("-out={plan_path}");
+        let mut args = vec![
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-detailed-exitcode",
+            &out,
+        ];
+        if destroy {
+            args.push("-destroy");
+        }
+        let planned = self.checked(ctx, &dir, &args, deadline, &[0, 2]).await?;
+        let shown = self
+            .json(
+                ctx,
+                &dir,
+                &["show", "-json", "-no-color", &plan_path],
+                deadline,
+            )
+            .await?;
+        let document = plan_json::redacted_plan(&shown);
+        Ok(Diff {
+            input: PolicyInput::Terraform,
+            summary: plan_json::summary(&document),
+            changes: planned.exit_code() == 2,
+            document,
+        })
+    }
+
+    async fn apply_step(&self, ctx: &StepContext, diff: &Diff) -> Result<Applied, TerraformError> {
+        let deadline = Instant::now() + ctx.timeout;
+        let dir = workspace::module_dir(&ctx.work_dir);
+        if diff.document["nothingDeployed"] == true {
+            return Ok(Applied {
+                log: "nothing deployed: nothing to destroy\n".into(),
+                last_applied: plan_json::normalised_state(&Value::Null),
+                ..Applied::default()
+            });
+        }
+        let plan_file = workspace::plan_file(&ctx.work_dir, &ctx.plan);
+        let plan_path = plan_file.to_string_lossy();
+        let saved_plan_error = |reason: String| TerraformError::SavedPlan {
+            plan: ctx.plan.clone(),
+            reason,
+        };
+        if !plan_file.exists() {
+            return Err(saved_plan_error(format!(
+                "{} is missing: plan the step again",
+                plan_file.display()
+            )));
+        }
+        let saved = self
+            .json(
+                ctx,
+                &dir,
+                &["show", "-json", "-no-color", &plan_path],
+                deadline,
+            )
+            .await?;
+        let saved = plan_json::redacted_plan(&saved);
+        if plan_json::change_set(&saved) != plan_json::change_set(&diff.document) {
+            return Err(saved_plan_error(
+                "it no longer matches the diff policies saw".into(),
+            ));
+        }
+        let applied = self
+            .checked(
+                ctx,
+                &dir,
+                &["apply", "-input=false", "-no-color", &plan_path],
+                deadline,
+                &[0],
+            )
+            .await?;
+        // A saved plan applies once; a retry must plan again.
+        let _ = tokio::fs::remove_file(&plan_file).await;
+        let outputs = self
+            .json(ctx, &dir, &["output", "-json", "-no-color"], deadline)
+            .await?;
+        let state = self
+            .json(ctx, &dir, &["show", "-json", "-no-color"], deadline)
+            .await?;
+        Ok(Applied {
+            outputs: reported_outputs(&outputs),
+            log: applied.output,
+            last_applied: plan_json::normalised_state(&state["values"]),
+        })
+    }
+
+    async fn observe_step(&self, ctx: &StepContext) -> Result<Value, TerraformError> {
+        let deadline = Instant::now() + ctx.timeout;
+        let dir = workspace::module_dir(&ctx.work_dir);
+        if !dir.join("terraform.tfstate").exists() {
+            return Ok(plan_json::normalised_state(&Value::Null));
+        }
+        let plan_file = workspace::plan_file(&ctx.work_dir, "observe");
+        let plan_path = plan_file.to_string_lossy();
+        if let Some(plans) = plan_file.parent() {
+            tokio::fs::create_dir_all(plans)
+                .await
+                .map_err(|source| TerraformError::Io {
+                    what: format!("creating {}", plans.display()),
+                    source,
+                })?;
+        }
+        let out = format!("-out={plan_path}");
+        let args = ["plan", "-refresh-only", "-input=false", "-no-color", &out];
+        self.checked(ctx, &dir, &args, deadline, &[0]).await?;
+        let refreshed = self
+            .json(
+                ctx,
+                &dir,
+                &["show", "-json", "-no-color", &plan_path],
+                deadline,
+            )
+            .await;
+        let _ = tokio::fs::remove_file(&plan_file).await;
+        Ok(plan_json::normalised_state(
+            &refreshed?["prior_state"]["values"],
+        ))
+    }
+}
+
+/// The Diff of a teardown of something never deployed.
+fn nothing_deployed() -> Diff {
+    Diff {
+        input: PolicyInput::Terraform,
+        document: json!({"nothingDeployed": true}),
+        summary: "0 to add, 0 to change, 0 to destroy".into(),
+        changes: false,
+    }
+}
+
+/// `terraform output -json` as reported outputs: name to value, sensitive ones left out.
+fn reported_outputs(outputs: &Value) -> BTreeMap<String, Value> {
+    outputs
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, o)| o["sensitive"] != true)
+        .map(|(name, o)| (name.clone(), o["value"].clone()))
+        .collect()
+}
+
+impl Executor for TerraformExecutor {
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
+        Box::pin(async move { Ok(self.plan_step(ctx).await?) })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(async move { Ok(self.apply_step(ctx, diff).await?) })
+    }
+
+    fn observe<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        _last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Value>> {
+        Box::pin(async move { Ok(self.observe_step(ctx).await?) })
+    }
+}

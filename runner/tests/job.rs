@@ -1,0 +1,314 @@
+//! The job executor against the real bubblewrap: jobs and action steps sandboxed.
+
+use outpost_api::{Operation, PolicyInput};
+use outpost_runner::executor::job::{JobExecutor, job_dir};
+use outpost_runner::executor::{Applied, Diff, Executor, StepContext};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn executor() -> JobExecutor {
+    JobExecutor::new(std::env::var("OUTPOST_BWRAP").unwrap_or_else(|_| "bwrap".into()))
+}
+
+fn action(steps: Value, network: bool) -> Value {
+    json!({"app": "shopfront", "steps": steps, "network": network})
+}
+
+fn context(work_dir: &Path, desired: Value) -> StepContext {
+    StepContext {
+        plan: "p".into(),
+        plan_uid: "uid-p".into(),
+        operation: Operation::Trigger,
+        entity: "migrate".into(),
+        desired,
+        work_dir: work_dir.to_owned(),
+        env: BTreeMap::new(),
+        timeout: Duration::from_secs(60),
+    }
+}
+
+async fn run(ctx: &StepContext) -> (Diff, anyhow::Result<Applied>) {
+    let job = executor();
+    let diff = job.plan(ctx).await.expect("plan");
+    let applied = job.apply(ctx, &diff).await;
+    (diff, applied)
+}
+
+#[tokio::test]
+async fn bubblewrap_can_sandbox_here() {
+    executor()
+        .check()
+        .await
+        .expect("bwrap works on this machine");
+    let missing = JobExecutor::new("/nonexistent/bwrap");
+    let err = missing.check().await.unwrap_err().to_string();
+    assert!(
+        err.contains("cannot sandbox steps on this machine"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn steps_run_in_order_in_the_work_dir_with_only_their_environment() {
+    let work = tempfile::tempdir().unwrap();
+    let mut ctx = context(
+        work.path(),
+        action(
+            json!([
+                {"name": "write", "command": "echo hello > result.txt && echo wrote"},
+                {"name": "read", "script": "test \"$GREETING\" = hi\ncat result.txt\necho home=$HOME\nenv | sort",
+                 "env": {"GREETING": "hi", "TOKEN": "${outpost-secret:api_token}"}}
+            ]),
+            false,
+        ),
+    );
+    ctx.env = BTreeMap::from([
+        ("AWS_SESSION_TOKEN".to_owned(), "role-creds".to_owned()),
+        (
+            outpost_runner::secrets::env_name("api_token"),
+            "resolved-secret".to_owned(),
+        ),
+    ]);
+    let (diff, applied) = run(&ctx).await;
+    assert_eq!(diff.input, PolicyInput::Plan);
+    assert!(diff.changes);
+    assert_eq!(diff.summary, "2 steps to run");
+    assert_eq!(
+        diff.document["steps"][0]["command"],
+        "echo hello > result.txt && echo wrote"
+    );
+    assert_eq!(
+        diff.document["steps"][1]["env"]["TOKEN"],
+        "${outpost-secret:api_token}"
+    );
+    let applied = applied.unwrap();
+    let dir = job_dir(work.path());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("result.txt")).unwrap(),
+        "hello\n"
+    );
+    let log = &applied.log;
+    assert!(
+        log.contains("== step write ==\nwrote\n== step write exited with code 0 =="),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("hello\nhome={}\n", dir.display())),
+        "{log}"
+    );
+    assert!(log.contains("AWS_SESSION_TOKEN=role-creds"), "{log}");
+    assert!(log.contains("TOKEN=resolved-secret"), "{log}");
+    // Nothing of the runner's own environment leaks in.
+    assert!(!log.contains("CARGO"), "{log}");
+    let steps = &applied.outputs["steps"];
+    assert_eq!(steps[0]["name"], "write");
+    assert_eq!(steps[1]["name"], "read");
+    assert_eq!(steps[1]["exitCode"], 0);
+    assert_eq!(steps[1]["outputTruncated"], false);
+    // A job leaves no live state: observe gives back what was applied.
+    let job = executor();
+    let observed = job.observe(&ctx, &applied.last_applied).await.unwrap();
+    assert_eq!(observed, applied.last_applied);
+}
+
+#[tokio::test]
+async fn root_is_read_only_and_a_failing_step_stops_the_run() {
+    let work = tempfile::tempdir().unwrap();
+    let ctx = context(
+        work.path(),
+        action(
+            json!([
+                {"name": "install", "command": "echo trying; touch /usr/outpost-was-here"},
+                {"name": "after", "command": "touch after"}
+            ]),
+            false,
+        ),
+    );
+    let err = format!("{:#}", run(&ctx).await.1.unwrap_err());
+    assert!(
+        err.starts_with("step install failed with exit code 1"),
+        "{err}"
+    );
+    assert!(err.contains("trying"), "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(!Path::new("/usr/outpost-was-here").exists());
+    assert!(!job_dir(work.path()).join("after").exists());
+}
+
+#[tokio::test]
+async fn tmp_is_private() {
+    let host_tmp = tempfile::Builder::new()
+        .prefix("outpost-host-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let host_file = host_tmp.path().join("host-only");
+    std::fs::write(&host_file, "x").unwrap();
+    let leaked = format!("/tmp/outpost-job-leak-{}", std::process::id());
+    let work = tempfile::tempdir().unwrap();
+    let ctx = context(
+        work.path(),
+        action(
+            json!([{"name": "tmp", "command": format!(
+                "test ! -e {} && echo inside > {leaked} && cat {leaked}", host_file.display()
+            )}]),
+            false,
+        ),
+    );
+    let applied = run(&ctx).await.1.unwrap();
+    assert!(applied.log.contains("inside"), "{}", applied.log);
+    assert!(
+        !Path::new(&leaked).exists(),
+        "the sandbox's /tmp reached the host"
+    );
+}
+
+#[tokio::test]
+async fn network_only_when_the_action_declares_it() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = tokio::spawn(async move { listener.accept().await.is_ok() });
+    let connect = json!([{"name": "connect",
+        "command": format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo connected")}]);
+    let work = tempfile::tempdir().unwrap();
+
+    let offline = context(work.path(), action(connect.clone(), false));
+    let err = format!("{:#}", run(&offline).await.1.unwrap_err());
+    assert!(
+        err.starts_with("step connect failed with exit code 1"),
+        "{err}"
+    );
+    assert!(!accepted.is_finished());
+
+    let online = context(work.path(), action(connect, true));
+    let applied = run(&online).await.1.unwrap();
+    assert!(applied.log.contains("connected"), "{}", applied.log);
+    assert!(accepted.await.unwrap());
+}
+
+/// Whether a live (not zombie) process runs with exactly `cmdline` (NUL-separated).
+fn process_running(cmdline: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let path = entry.path();
+        let same = std::fs::read(path.join("cmdline")).is_ok_and(|c| c == cmdline.as_bytes());
+        same && std::fs::read_to_string(path.join("stat"))
+            .is_ok_and(|s| !matches!(s.rsplit(") ").next().map(|s| &s[..1]), Some("Z" | "X")))
+    })
+}
+
+#[tokio::test]
+async fn timeout_kills_the_sandbox_and_everything_in_it() {
+    let seconds = format!("317.{}", std::process::id());
+    let work = tempfile::tempdir().unwrap();
+    let mut ctx = context(
+        work.path(),
+        action(
+            json!([{"name": "hang", "command": format!("echo waiting; sleep {seconds} & wait")}]),
+            false,
+        ),
+    );
+    ctx.timeout = Duration::from_secs(2);
+    let started = Instant::now();
+    let err = format!("{:#}", run(&ctx).await.1.unwrap_err());
+    assert!(
+        err.starts_with("step hang was killed: the timeout of 2s passed"),
+        "{err}"
+    );
+    assert!(err.contains("waiting"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let cmdline = format!("sleep\0{seconds}\0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_running(&cmdline) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !process_running(&cmdline),
+        "the step's sleep survived the timeout"
+    );
+
+    // The action's own timeoutSeconds applies too.
+    let mut desired = action(json!([{"name": "hang", "command": "sleep 30"}]), false);
+    desired["timeoutSeconds"] = json!(1);
+    let err = format!(
+        "{:#}",
+        run(&context(work.path(), desired)).await.1.unwrap_err()
+    );
+    assert!(
+        err.starts_with("step hang was killed: the timeout of 1s passed"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn output_is_bounded() {
+    let work = tempfile::tempdir().unwrap();
+    let ctx = context(
+        work.path(),
+        action(
+            json!([{"name": "chatty", "command": "head -c 300000 /dev/zero | tr '\\0' a; echo; echo END"}]),
+            false,
+        ),
+    );
+    let applied = run(&ctx).await.1.unwrap();
+    assert!(applied.log.len() < 66 * 1024, "{}", applied.log.len());
+    assert!(applied.log.contains("bytes truncated ...]"));
+    assert!(
+        applied
+            .log
+            .contains("END\n== step chatty exited with code 0 ==")
+    );
+    assert_eq!(applied.outputs["steps"][0]["outputTruncated"], true);
+}
+
+#[tokio::test]
+async fn job_components_run_their_command_and_teardown_runs_nothing() {
+    let work = tempfile::tempdir().unwrap();
+    let mut ctx = context(
+        work.path(),
+        json!({"app": "shopfront", "type": "job", "job": {
+            "image": "ghcr.io/acme/seed:1",
+            "command": ["/bin/sh", "-c", "echo seeded $LEVEL $PASSWORD"],
+            "env": {"LEVEL": "full", "PASSWORD": "${outpost-secret:db_password}"}
+        }}),
+    );
+    ctx.operation = Operation::Deploy;
+    ctx.entity = "seed".into();
+    ctx.env = BTreeMap::from([(
+        outpost_runner::secrets::env_name("db_password"),
+        "pw".to_owned(),
+    )]);
+    let (diff, applied) = run(&ctx).await;
+    assert_eq!(diff.document["kind"], "job");
+    assert_eq!(diff.document["image"], "ghcr.io/acme/seed:1");
+    assert_eq!(diff.summary, "1 step to run");
+    let applied = applied.unwrap();
+    assert!(applied.log.contains("seeded full pw"), "{}", applied.log);
+    assert_eq!(applied.outputs["steps"][0]["name"], "seed");
+
+    // A missing secret fails before anything runs.
+    ctx.env.clear();
+    let err = format!("{:#}", run(&ctx).await.1.unwrap_err());
+    assert!(err.contains("\"db_password\""), "{err}");
+
+    ctx.operation = Operation::Teardown;
+    ctx.desired = json!({"component": "seed"});
+    let (diff, applied) = run(&ctx).await;
+    assert!(!diff.changes);
+    assert_eq!(diff.summary, "0 steps to run");
+    assert!(applied.unwrap().log.is_empty());
+}
+
+#[tokio::test]
+async fn apply_refuses_a_diff_of_other_steps() {
+    let work = tempfile::tempdir().unwrap();
+    let ctx = context(
+        work.path(),
+        action(json!([{"name": "a", "command": "true"}]), false),
+    );
+    let job = executor();
+    let mut diff = job.plan(&ctx).await.unwrap();
+    diff.document["steps"][0]["command"] = json!("rm -rf /");
+    let err = job.apply(&ctx, &diff).await.unwrap_err().to_string();
+    assert!(err.contains("not the plan of this desired state"), "{err}");
+}

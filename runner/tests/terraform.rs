@@ -1,0 +1,445 @@
+//! The terraform_module executor against the real `terraform` binary, with modules of
+//! the built-in `terraform_data` resource (no provider download).
+
+use outpost_api::{Operation, PolicyInput};
+use outpost_runner::executor::terraform::{REDACTED, TerraformExecutor};
+use outpost_runner::executor::{Diff, Executor, StepContext};
+use outpost_runner::local_policy;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The terraform binary: `$OUTPOST_TERRAFORM`, else the image's.
+fn executor() -> TerraformExecutor {
+    TerraformExecutor::new(
+        std::env::var("OUTPOST_TERRAFORM").unwrap_or_else(|_| "/usr/local/bin/terraform".into()),
+    )
+}
+
+const DATABASE: &str = r#"
+variable "size" {
+  type = string
+}
+variable "engine" {
+  type = string
+}
+variable "zones" {
+  type    = list(string)
+  default = []
+}
+resource "terraform_data" "db" {
+  input            = { size = var.size, zones = var.zones }
+  triggers_replace = [var.engine]
+}
+output "id" {
+  value = terraform_data.db.id
+}
+output "size" {
+  value = terraform_data.db.output.size
+}
+output "zones" {
+  value = terraform_data.db.output.zones
+}
+variable "password" {
+  type      = string
+  sensitive = true
+  default   = "not-for-the-control-plane"
+}
+resource "terraform_data" "credentials" {
+  input = { password = var.password }
+}
+output "password" {
+  value     = var.password
+  sensitive = true
+}
+"#;
+
+fn component(files: &[(&str, &str)], variables: &[(&str, &str)]) -> Value {
+    let files: BTreeMap<&str, &str> = files.iter().copied().collect();
+    let variables: BTreeMap<&str, &str> = variables.iter().copied().collect();
+    json!({
+        "app": "shopfront",
+        "type": "terraform_module",
+        "terraform": {"files": files, "variables": variables}
+    })
+}
+
+fn context(work_dir: &Path, plan: &str, operation: Operation, desired: Value) -> StepContext {
+    StepContext {
+        plan: plan.into(),
+        plan_uid: format!("uid-{plan}"),
+        operation,
+        entity: "database".into(),
+        desired,
+        work_dir: work_dir.to_owned(),
+        env: BTreeMap::new(),
+        timeout: Duration::from_secs(120),
+    }
+}
+
+fn actions(diff: &Diff) -> Vec<(String, Value)> {
+    diff.document["resource_changes"]
+        .as_array()
+        .expect("a plan has resource_changes")
+        .iter()
+        .map(|rc| {
+            (
+                rc["address"].as_str().unwrap_or_default().to_owned(),
+                rc["change"]["actions"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// The seed's `no-database-recreate` policy, as a customer's local policy file.
+fn seed_policy_dir() -> tempfile::TempDir {
+    let seed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../manifests/policies/no-database-recreate.yaml"),
+    )
+    .expect("the seed policy exists");
+    let policy: Value = serde_saphyr::from_str(&seed).expect("the seed policy is YAML");
+    let module = policy["spec"]["module"]
+        .as_str()
+        .expect("the seed has a module");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("no-database-recreate.rego"),
+        format!("# outpost:inputs terraform\n{module}"),
+    )
+    .expect("write policy");
+    dir
+}
+
+#[tokio::test]
+async fn plan_apply_replace_denied_and_teardown() {
+    let tf = executor();
+    let work = tempfile::tempdir().unwrap();
+    let desired = |engine: &str| {
+        component(
+            &[("main.tf", DATABASE)],
+            &[
+                ("size", "small"),
+                ("engine", engine),
+                ("zones", r#"["a","b"]"#),
+            ],
+        )
+    };
+
+    // First plan: everything is created.
+    let ctx = context(work.path(), "p1", Operation::Deploy, desired("postgres-15"));
+    let diff = tf.plan(&ctx).await.unwrap();
+    assert_eq!(diff.input, PolicyInput::Terraform);
+    assert!(diff.changes);
+    assert_eq!(diff.summary, "2 to add, 0 to change, 0 to destroy");
+    assert_eq!(
+        actions(&diff),
+        [
+            ("terraform_data.credentials".into(), json!(["create"])),
+            ("terraform_data.db".into(), json!(["create"]))
+        ]
+    );
+    // What terraform marks sensitive is redacted in what policies see.
+    assert!(
+        !diff
+            .document
+            .to_string()
+            .contains("not-for-the-control-plane"),
+        "{}",
+        diff.document
+    );
+    assert_eq!(
+        diff.document["resource_changes"][0]["change"]["after"]["input"]["password"],
+        json!(REDACTED)
+    );
+
+    // Apply: outputs (sensitive ones left out) and the state as last_applied.
+    let applied = tf.apply(&ctx, &diff).await.unwrap();
+    assert_eq!(applied.outputs["size"], json!("small"));
+    assert_eq!(applied.outputs["zones"], json!(["a", "b"]));
+    let id = applied.outputs["id"]
+        .as_str()
+        .expect("id is a string")
+        .to_owned();
+    assert!(
+        !applied.outputs.contains_key("password"),
+        "{:?}",
+        applied.outputs
+    );
+    assert!(
+        applied.log.contains("Apply complete! Resources: 2 added"),
+        "{}",
+        applied.log
+    );
+    assert_eq!(
+        applied.last_applied["resources"]["terraform_data.credentials"]["input"]["password"],
+        json!(REDACTED)
+    );
+    let db = &applied.last_applied["resources"]["terraform_data.db"];
+    assert_eq!(db["id"], json!(id));
+    assert_eq!(db["input"]["size"], json!("small"));
+    assert_eq!(applied.last_applied["outputs"]["password"], json!(REDACTED));
+
+    // The same desired state again: no changes. Live state is what was applied.
+    let again = context(work.path(), "p2", Operation::Deploy, desired("postgres-15"));
+    let diff = tf.plan(&again).await.unwrap();
+    assert!(!diff.changes, "{}", diff.summary);
+    assert_eq!(diff.summary, "0 to add, 0 to change, 0 to destroy");
+    assert_eq!(
+        actions(&diff),
+        [
+            ("terraform_data.credentials".into(), json!(["no-op"])),
+            ("terraform_data.db".into(), json!(["no-op"]))
+        ]
+    );
+    let live = tf.observe(&again, &applied.last_applied).await.unwrap();
+    assert_eq!(live, applied.last_applied);
+
+    // A new engine replaces the "database": the customer's local policy denies it.
+    let replace = context(work.path(), "p3", Operation::Deploy, desired("postgres-16"));
+    let diff = tf.plan(&replace).await.unwrap();
+    assert_eq!(diff.summary, "1 to add, 0 to change, 1 to destroy");
+    assert_eq!(
+        actions(&diff)[1],
+        ("terraform_data.db".into(), json!(["delete", "create"]))
+    );
+    let policies = local_policy::load(seed_policy_dir().path()).unwrap();
+    let verdicts = policies.evaluate(&diff);
+    assert_eq!(verdicts.len(), 1);
+    assert!(verdicts[0].denied());
+    assert_eq!(
+        verdicts[0].denials,
+        ["terraform_data.db would be replaced (delete and create); database data would be lost"]
+    );
+    // The policy does not deny a plan without a replacement.
+    let unchanged = tf.plan(&again).await.unwrap();
+    assert!(!policies.evaluate(&unchanged)[0].denied());
+
+    // Teardown (its desired state names no module) destroys what the work dir holds.
+    let teardown = context(
+        work.path(),
+        "p4",
+        Operation::Teardown,
+        json!({"component": "database"}),
+    );
+    let diff = tf.plan(&teardown).await.unwrap();
+    assert!(diff.changes);
+    assert_eq!(diff.summary, "0 to add, 0 to change, 2 to destroy");
+    assert_eq!(
+        actions(&diff)[1],
+        ("terraform_data.db".into(), json!(["delete"]))
+    );
+    let applied = tf.apply(&teardown, &diff).await.unwrap();
+    assert_eq!(applied.last_applied["resources"], json!({}));
+    assert_eq!(
+        tf.observe(&teardown, &Value::Null).await.unwrap()["resources"],
+        json!({})
+    );
+}
+
+#[tokio::test]
+async fn apply_runs_the_saved_plan_never_a_fresh_one() {
+    let tf = executor();
+    let work = tempfile::tempdir().unwrap();
+    let desired = |size: &str| {
+        component(
+            &[("main.tf", DATABASE)],
+            &[("size", size), ("engine", "pg")],
+        )
+    };
+    let first = context(work.path(), "first", Operation::Deploy, desired("small"));
+    let first_diff = tf.plan(&first).await.unwrap();
+    // Another Plan changes the state in between: the first saved plan is stale.
+    let second = context(work.path(), "second", Operation::Deploy, desired("large"));
+    let second_diff = tf.plan(&second).await.unwrap();
+    tf.apply(&second, &second_diff).await.unwrap();
+    let err = format!("{:#}", tf.apply(&first, &first_diff).await.unwrap_err());
+    assert!(err.contains("terraform apply"), "{err}");
+    assert!(err.to_lowercase().contains("stale"), "{err}");
+    // A saved plan applies once.
+    let err = format!("{:#}", tf.apply(&second, &second_diff).await.unwrap_err());
+    assert!(err.contains("is missing"), "{err}");
+    // A Diff that is not what the saved plan says is refused.
+    let third = context(work.path(), "third", Operation::Deploy, desired("medium"));
+    let mut diff = tf.plan(&third).await.unwrap();
+    diff.document["resource_changes"] = json!([]);
+    let err = format!("{:#}", tf.apply(&third, &diff).await.unwrap_err());
+    assert!(err.contains("no longer matches"), "{err}");
+}
+
+const USES_CREDENTIALS: &str = r#"
+variable "token" {
+  type      = string
+  ephemeral = true
+}
+resource "terraform_data" "x" {
+  input = "a"
+  provisioner "local-exec" {
+    command     = "test \"$TOKEN\" = \"$EXPECTED_TOKEN\" && test -n \"$AWS_SECRET_ACCESS_KEY\""
+    environment = { TOKEN = var.token }
+  }
+}
+"#;
+
+/// Every file under `dir`, recursively.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn credentials_reach_terraform_but_never_the_disk() {
+    let tf = executor();
+    let work = tempfile::tempdir().unwrap();
+    let secret = format!("secret-{}", std::process::id());
+    let key = format!("aws-key-{}", std::process::id());
+    let mut ctx = context(
+        work.path(),
+        "creds",
+        Operation::Deploy,
+        component(
+            &[("main.tf", USES_CREDENTIALS)],
+            &[("token", "${outpost-secret:api_token}")],
+        ),
+    );
+    ctx.env = BTreeMap::from([
+        ("AWS_SECRET_ACCESS_KEY".to_owned(), key.clone()),
+        (
+            outpost_runner::secrets::env_name("api_token"),
+            secret.clone(),
+        ),
+        ("EXPECTED_TOKEN".to_owned(), secret.clone()),
+    ]);
+    let diff = tf.plan(&ctx).await.unwrap();
+    // The provisioner checks the values arrived (it fails the apply otherwise).
+    tf.apply(&ctx, &diff).await.unwrap();
+    tf.observe(&ctx, &Value::Null).await.unwrap();
+    let written = files(work.path());
+    assert!(written.iter().any(|f| f.ends_with("terraform.tfstate")));
+    for file in written {
+        let bytes = std::fs::read(&file).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(&secret),
+            "{} holds the secret",
+            file.display()
+        );
+        assert!(
+            !text.contains(&key),
+            "{} holds the credential",
+            file.display()
+        );
+    }
+
+    // Without the secret in the environment, planning fails naming it.
+    ctx.env.remove("api_token");
+    let err = format!("{:#}", tf.plan(&ctx).await.unwrap_err());
+    assert!(err.contains("\"api_token\""), "{err}");
+}
+
+const SLOW: &str = r#"
+variable "pid_file" {
+  type = string
+}
+resource "terraform_data" "slow" {
+  input = "a"
+  provisioner "local-exec" {
+    command = "echo $$ > ${var.pid_file}; exec sleep 300"
+  }
+}
+"#;
+
+fn running(pid: &str) -> bool {
+    // A killed process may linger as a zombie until reaped: that is not running.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !matches!(stat.rsplit(") ").next().map(|s| &s[..1]), Some("Z" | "X")))
+}
+
+#[tokio::test]
+async fn timeout_kills_terraform_and_what_it_started() {
+    let tf = executor();
+    let work = tempfile::tempdir().unwrap();
+    let pid_file = work.path().join("sleep.pid");
+    let mut ctx = context(
+        work.path(),
+        "slow",
+        Operation::Deploy,
+        component(
+            &[("main.tf", SLOW)],
+            &[("pid_file", pid_file.to_str().unwrap())],
+        ),
+    );
+    let diff = tf.plan(&ctx).await.unwrap();
+    ctx.timeout = Duration::from_secs(5);
+    let started = Instant::now();
+    let err = format!("{:#}", tf.apply(&ctx, &diff).await.unwrap_err());
+    assert!(
+        err.contains("`terraform apply` was killed: the step's timeout of 5s passed"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let pid = std::fs::read_to_string(&pid_file).expect("the provisioner started");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(pid.trim()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !running(pid.trim()),
+        "the provisioner's sleep survived the timeout"
+    );
+}
+
+#[tokio::test]
+async fn local_directory_sources_and_sandbox_plans() {
+    let tf = executor();
+    let module = tempfile::tempdir().unwrap();
+    std::fs::write(module.path().join("main.tf"), DATABASE).unwrap();
+    std::fs::create_dir(module.path().join("extra")).unwrap();
+    std::fs::write(module.path().join("extra/README.md"), "copied too").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let source = format!("file://{}", module.path().display());
+    let desired = json!({"sandbox": {"type": "terraform_module", "source": source,
+        "variables": {"size": "s", "engine": "e"}}});
+    let ctx = context(
+        work.path(),
+        "provision",
+        Operation::Provision,
+        desired.clone(),
+    );
+    let diff = tf.plan(&ctx).await.unwrap();
+    assert_eq!(diff.summary, "2 to add, 0 to change, 0 to destroy");
+    assert!(work.path().join("module/extra/README.md").exists());
+    tf.apply(&ctx, &diff).await.unwrap();
+    // Deprovision destroys it.
+    let ctx = context(work.path(), "deprovision", Operation::Deprovision, desired);
+    let diff = tf.plan(&ctx).await.unwrap();
+    assert_eq!(diff.summary, "0 to add, 0 to change, 2 to destroy");
+    tf.apply(&ctx, &diff).await.unwrap();
+
+    // Nothing deployed: nothing to destroy, without running terraform.
+    let empty = tempfile::tempdir().unwrap();
+    let ctx = context(
+        empty.path(),
+        "t",
+        Operation::Teardown,
+        json!({"component": "x"}),
+    );
+    let diff = tf.plan(&ctx).await.unwrap();
+    assert!(!diff.changes);
+    tf.apply(&ctx, &diff).await.unwrap();
+
+    // Registry addresses are not fetched.
+    let remote = json!({"terraform": {"source": "registry.terraform.io/acme/db/aws"}});
+    let ctx = context(empty.path(), "r", Operation::Deploy, remote);
+    let err = format!("{:#}", tf.plan(&ctx).await.unwrap_err());
+    assert!(err.contains("cannot be fetched by the runner"), "{err}");
+}
