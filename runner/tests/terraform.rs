@@ -341,7 +341,8 @@ async fn credentials_reach_terraform_but_never_the_disk() {
     }
 
     // Without the secret in the environment, planning fails naming it.
-    ctx.env.remove("api_token");
+    ctx.env
+        .remove(&outpost_runner::secrets::env_name("api_token"));
     let err = format!("{:#}", tf.plan(&ctx).await.unwrap_err());
     assert!(err.contains("\"api_token\""), "{err}");
 }

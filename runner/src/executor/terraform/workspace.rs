@@ -268,7 +268,7 @@ mod tests {
             tfvars(&vars),
             json!({"list": ["a", "b"], "version": "1.10", "flag": "true"})
         );
-        let env = BTreeMap::from([("pw".to_owned(), "hunter2".to_owned())]);
+        let env = BTreeMap::from([(crate::secrets::env_name("pw"), "hunter2".to_owned())]);
         assert_eq!(
             secret_variables(&vars, &env).unwrap(),
             [("TF_VAR_password".to_owned(), "hunter2".to_owned())]
