@@ -60,6 +60,7 @@ struct ServerArgs {
     store: String,
     tokens: PathBuf,
     tls: SelfSigned,
+    standin_cluster: bool,
 }
 
 /// Starts `outpost server` and returns it with the URL it printed.
@@ -79,6 +80,7 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
         .arg("--tls-key")
         .arg(&args.tls.key)
         .args(["--watch-bookmark-seconds", "1", "--embedded-history", "50"])
+        .args(args.standin_cluster.then_some("--standin-cluster"))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -105,6 +107,16 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
 impl ControlPlane {
     /// Starts `outpost server` on `backend`, on a free port, over TLS.
     pub async fn start(backend: Backend) -> ControlPlane {
+        Self::start_with(backend, false).await
+    }
+
+    /// Starts `outpost server --standin-cluster` (the common Kubernetes kinds, API
+    /// only) on the embedded store: the "cluster" kubernetes components are applied to.
+    pub async fn start_standin_cluster() -> ControlPlane {
+        Self::start_with(Backend::Embedded, true).await
+    }
+
+    async fn start_with(backend: Backend, standin_cluster: bool) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
         let (store, etcd) = match backend {
             Backend::Embedded => (
@@ -134,6 +146,7 @@ impl ControlPlane {
             store,
             tokens,
             tls: tls.clone(),
+            standin_cluster,
         };
         let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
         ControlPlane {
