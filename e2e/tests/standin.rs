@@ -148,7 +148,10 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
 
     // A server-side dry run stores nothing.
     let dry = apply(&cp, &kubectl, MANIFEST, &["--dry-run=server"]);
-    assert!(dry.contains("deployment.apps/web serverside-applied (server dry run)"), "{dry}");
+    assert!(
+        dry.contains("deployment.apps/web serverside-applied (server dry run)"),
+        "{dry}"
+    );
     assert!(!kubectl.run(&["get", "namespace", "shop"]).ok);
 
     let out = apply(&cp, &kubectl, MANIFEST, &[]);
@@ -163,10 +166,28 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
     ] {
         assert!(out.contains(expected), "{expected}:\n{out}");
     }
-    let yaml = kubectl.ok(&["get", "deploy", "web", "-n", "shop", "-o", "yaml", "--show-managed-fields"]);
-    assert!(yaml.contains("image: nginx:1.27") && yaml.contains("manager: kubectl"), "{yaml}");
+    let yaml = kubectl.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "-o",
+        "yaml",
+        "--show-managed-fields",
+    ]);
+    assert!(
+        yaml.contains("image: nginx:1.27") && yaml.contains("manager: kubectl"),
+        "{yaml}"
+    );
     let table = kubectl.ok(&["get", "deploy,sts,svc,cm,ing", "-n", "shop"]);
-    for name in ["deployment.apps/web", "statefulset.apps/db", "service/web", "configmap/settings", "ingress.networking.k8s.io/web"] {
+    for name in [
+        "deployment.apps/web",
+        "statefulset.apps/db",
+        "service/web",
+        "configmap/settings",
+        "ingress.networking.k8s.io/web",
+    ] {
         assert!(table.contains(name), "{name}:\n{table}");
     }
     let namespaces = kubectl.ok(&["get", "ns", "-o", "name"]);
@@ -176,10 +197,36 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
     let scaled = MANIFEST.replace("replicas: 2", "replicas: 4");
     let file = cp.scratch().join("scaled.yaml");
     std::fs::write(&file, &scaled).unwrap();
-    let conflict = kubectl.run(&["apply", "--server-side", "--field-manager", "other", "-f", file.to_str().unwrap()]);
-    assert!(!conflict.ok && conflict.stderr.contains("conflict"), "{conflict:?}");
-    kubectl.ok(&["apply", "--server-side", "--field-manager", "other", "--force-conflicts", "-f", file.to_str().unwrap()]);
-    let replicas = kubectl.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.replicas}"]);
+    let conflict = kubectl.run(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        !conflict.ok && conflict.stderr.contains("conflict"),
+        "{conflict:?}"
+    );
+    kubectl.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "--force-conflicts",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    let replicas = kubectl.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
     assert_eq!(replicas, "4");
 
     // kubectl edit sends a strategic merge patch: one container's image changes, the
@@ -192,7 +239,11 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
         .args(["edit", "deployment", "web", "-n", "shop"])
         .output()
         .unwrap();
-    assert!(edited.status.success(), "{}", String::from_utf8_lossy(&edited.stderr));
+    assert!(
+        edited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&edited.stderr)
+    );
     assert!(String::from_utf8_lossy(&edited.stdout).contains("deployment.apps/web edited"));
     let images = kubectl.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.template.spec.containers[*].image} {.spec.template.spec.containers[0].ports[0].containerPort}"]);
     assert_eq!(images, "nginx:1.28 envoyproxy/envoy:v1.31 80");
@@ -200,7 +251,15 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
     // A watch sees another client's change.
     let mut watch = kubectl
         .command()
-        .args(["get", "configmaps", "-n", "shop", "-w", "-o", "custom-columns=NAME:.metadata.name,MODE:.data.mode"])
+        .args([
+            "get",
+            "configmaps",
+            "-n",
+            "shop",
+            "-w",
+            "-o",
+            "custom-columns=NAME:.metadata.name,MODE:.data.mode",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -214,10 +273,21 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut next = || rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    let next = || rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     while !next().expect("initial rows").contains("live") {}
-    kubectl.ok(&["patch", "configmap", "settings", "-n", "shop", "-p", r#"{"data":{"mode":"maintenance"}}"#]);
-    while !next().expect("the change is watched").contains("maintenance") {}
+    kubectl.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-n",
+        "shop",
+        "-p",
+        r#"{"data":{"mode":"maintenance"}}"#,
+    ]);
+    while !next()
+        .expect("the change is watched")
+        .contains("maintenance")
+    {}
     let _ = watch.kill();
     let _ = watch.wait();
 
@@ -237,7 +307,13 @@ async fn outpost_kinds_keep_refusing_strategic_merge() {
         .await;
     assert_eq!(reply.status, 415, "{}", reply.text);
     let reply = cp
-        .raw(Some(&cp.admin_token), "GET", "/api/v1/namespaces/default/configmaps", &[], "")
+        .raw(
+            Some(&cp.admin_token),
+            "GET",
+            "/api/v1/namespaces/default/configmaps",
+            &[],
+            "",
+        )
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["kind"], "ConfigMapList");

@@ -103,7 +103,9 @@ pub fn authorize_runner(
             Ok(scope(Owner::Name))
         }
         ("runners", None) if collection && selects_name(request, install) => Ok(Access::Full),
-        ("driftreports", None) if matches!(verb, Verb::Create | Verb::Get | Verb::Update | Verb::Patch) => {
+        ("driftreports", None)
+            if matches!(verb, Verb::Create | Verb::Get | Verb::Update | Verb::Patch) =>
+        {
             Ok(own)
         }
         ("auditevents", None) if matches!(verb, Verb::Create | Verb::Get) => Ok(own),
@@ -111,7 +113,9 @@ pub fn authorize_runner(
             if selects_install(request, install) {
                 Ok(own)
             } else {
-                Err("a runner must select its own install (labelSelector outpost.dev/install=INSTALL or fieldSelector spec.install=INSTALL)")
+                Err(
+                    "a runner must select its own install (labelSelector outpost.dev/install=INSTALL or fieldSelector spec.install=INSTALL)",
+                )
             }
         }
         _ => Err("not allowed for runner tokens"),
@@ -195,9 +199,30 @@ mod tests {
             &json!({"metadata": {"labels": {"outpost.dev/install": "a"}}, "spec": {"install": "b"}})
         ));
         assert!(allow(request(Method::GET, PLANS, None)).is_err());
-        assert!(allow(request(Method::GET, PLANS, Some(("labelSelector", "outpost.dev/install=a")))).is_err());
-        assert!(allow(request(Method::GET, PLANS, Some(("labelSelector", "outpost.dev/install=b")))).is_ok());
-        assert!(allow(request(Method::GET, PLANS, Some(("fieldSelector", "spec.install=b")))).is_ok());
+        assert!(
+            allow(request(
+                Method::GET,
+                PLANS,
+                Some(("labelSelector", "outpost.dev/install=a"))
+            ))
+            .is_err()
+        );
+        assert!(
+            allow(request(
+                Method::GET,
+                PLANS,
+                Some(("labelSelector", "outpost.dev/install=b"))
+            ))
+            .is_ok()
+        );
+        assert!(
+            allow(request(
+                Method::GET,
+                PLANS,
+                Some(("fieldSelector", "spec.install=b"))
+            ))
+            .is_ok()
+        );
         assert!(allow(request(Method::PATCH, &format!("{PLANS}/p"), None)).is_err());
         assert!(allow(request(Method::PATCH, &format!("{PLANS}/p/status"), None)).is_ok());
         let installs = "/apis/outpost.dev/v1alpha1/namespaces/shop/installs";

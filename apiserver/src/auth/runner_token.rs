@@ -41,8 +41,8 @@ impl std::fmt::Debug for RunnerToken {
 impl RunnerToken {
     /// A fresh token for `namespace/install`.
     pub fn generate(namespace: &str, install: &str) -> RunnerToken {
-        let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(rand::random::<[u8; 32]>());
+        let secret =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
         RunnerToken {
             namespace: namespace.to_owned(),
             install: install.to_owned(),
@@ -110,7 +110,10 @@ mod tests {
         let token = RunnerToken::generate("shop", "acme");
         assert!(token.secret().starts_with("opr_shop_acme_"));
         let parsed = RunnerToken::parse(token.secret()).unwrap();
-        assert_eq!((parsed.namespace.as_str(), parsed.install.as_str()), ("shop", "acme"));
+        assert_eq!(
+            (parsed.namespace.as_str(), parsed.install.as_str()),
+            ("shop", "acme")
+        );
         assert!(parsed.matches(&token.hash()));
         assert!(!RunnerToken::generate("shop", "acme").matches(&token.hash()));
         assert_eq!(token.hash().len(), 64);

@@ -10,10 +10,10 @@ mod strategic;
 
 pub use apply::{ApplyConflict, FieldConflict, record_update, server_side_apply};
 pub use fields::{FieldPath, FieldSet, ListShape, PathElement};
-pub use strategic::apply_strategic_merge;
 pub use managed::{
     APPLY, ManagedEntry, Manager, UPDATE, decode_managed_fields, encode_managed_fields,
 };
+pub use strategic::apply_strategic_merge;
 
 use json_patch::{Patch, PatchErrorKind, PatchOperation};
 use outpost_api::{FieldError, FieldErrorKind};

@@ -19,7 +19,11 @@ use crate::status::ApiError;
 fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
     let has = |key: &str| items.iter().any(|i| i.get(key).is_some());
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes"
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
         | "imagePullSecrets" => Some("name"),
         "volumeMounts" => Some("mountPath"),
         "volumeDevices" => Some("devicePath"),
@@ -106,8 +110,16 @@ fn merge_map(target: &mut Value, patch: &Map<String, Value>) {
     }
 }
 
-fn merge_list(field: &str, existing: Option<&Value>, items: &[Value], order: Option<&Value>) -> Value {
-    let existing = existing.and_then(Value::as_array).cloned().unwrap_or_default();
+fn merge_list(
+    field: &str,
+    existing: Option<&Value>,
+    items: &[Value],
+    order: Option<&Value>,
+) -> Value {
+    let existing = existing
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if merges_as_set(field) {
         let mut merged = existing;
         for item in items {
@@ -195,13 +207,22 @@ mod tests {
             out,
             json!({"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}}}),
         );
-        assert_eq!(deleted["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            deleted["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]
     fn nulls_delete_and_plain_lists_replace() {
         let cm = json!({"data": {"a": "1", "b": "2"}, "metadata": {"labels": {"x": "y"}}, "spec": {"rules": [1, 2]}});
-        let out = patched(cm, json!({"data": {"a": null}, "spec": {"rules": [3]}, "metadata": {"labels": {"$patch": "replace", "z": "w"}}}));
+        let out = patched(
+            cm,
+            json!({"data": {"a": null}, "spec": {"rules": [3]}, "metadata": {"labels": {"$patch": "replace", "z": "w"}}}),
+        );
         assert_eq!(out["data"], json!({"b": "2"}));
         assert_eq!(out["spec"]["rules"], json!([3]));
         assert_eq!(out["metadata"]["labels"], json!({"z": "w"}));

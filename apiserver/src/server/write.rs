@@ -16,8 +16,8 @@ use crate::object_meta::{
     sent_resource_version, set_resource_version, to_store,
 };
 use crate::patch::{
-    PatchType, apply_patch, apply_strategic_merge, parse_apply_body, record_update, server_side_apply,
-    validate_patch_options,
+    PatchType, apply_patch, apply_strategic_merge, parse_apply_body, record_update,
+    server_side_apply, validate_patch_options,
 };
 use crate::schema;
 use crate::status::{ApiError, Subject};

@@ -5,6 +5,8 @@
 //! drift (observe). Executors never decide *whether* to apply: the runner does,
 //! after local policies saw the diff.
 
+pub mod kubernetes;
+
 use futures::future::BoxFuture;
 use outpost_api::{Operation, PolicyInput};
 use serde_json::Value;
