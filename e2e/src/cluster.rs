@@ -199,14 +199,20 @@ impl ControlPlane {
     pub fn kubeconfig(&self, token: &str) -> PathBuf {
         let path = self.dir.path().join(format!("kubeconfig-{}", &token[..8]));
         let ca = self.tls.ca_data().expect("CA readable");
+        // Written aside and renamed: a process reading the kubeconfig (a controller
+        // replica starting) never sees it half rewritten.
+        let partial = tempfile::NamedTempFile::new_in(self.dir.path()).expect("a temp file");
         std::fs::write(
-            &path,
+            partial.path(),
             format!(
                 "apiVersion: v1\nkind: Config\nclusters:\n- name: outpost\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: outpost\n  context:\n    cluster: outpost\n    user: u\n    namespace: default\ncurrent-context: outpost\n",
                 self.url
             ),
         )
         .expect("kubeconfig written");
+        partial
+            .persist(&path)
+            .expect("kubeconfig renamed into place");
         path
     }
 
