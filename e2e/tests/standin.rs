@@ -291,6 +291,25 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
     let _ = watch.kill();
     let _ = watch.wait();
 
+    // Client-side apply (a strategic merge patch against last-applied) works too.
+    let file = cp.scratch().join("client-side.yaml");
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: client\n  namespace: shop\ndata:\n  a: \"1\"\n  b: \"2\"\n";
+    std::fs::write(&file, config).unwrap();
+    kubectl.ok(&["apply", "-f", file.to_str().unwrap()]);
+    std::fs::write(&file, config.replace("  b: \"2\"\n", "  c: \"3\"\n")).unwrap();
+    let out = kubectl.ok(&["apply", "-f", file.to_str().unwrap()]);
+    assert!(out.contains("configmap/client configured"), "{out}");
+    let data = kubectl.ok(&[
+        "get",
+        "cm",
+        "client",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.data}",
+    ]);
+    assert_eq!(data, r#"{"a":"1","c":"3"}"#);
+
     kubectl.ok(&["delete", "-n", "shop", "ingress", "web"]);
     assert!(!kubectl.run(&["get", "ingress", "web", "-n", "shop"]).ok);
 }
