@@ -149,6 +149,11 @@ pub struct InstallStatus {
     /// `metadata.generation` the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// SHA-256 (hex) of the install's current runner token. Only the hash is stored:
+    /// the token itself is shown once, when minted (`outpost token NS/INSTALL`); minting
+    /// again replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_token_hash: Option<String>,
 }
 
 /// Lifecycle phase of an install.

@@ -2,11 +2,20 @@
 //! authorization by group.
 //!
 //! Groups: `outpost:admins` may do everything; `outpost:viewers` may get, list and
-//! watch. Health, readiness and `/version` need no token. The [`Authorizer`] trait is
-//! where install-scoped runner tokens slot in.
+//! watch; runners (`outpost:runners`, authenticated by [`RunnerToken`]s) reach only
+//! their own install's objects ([`authorize_runner`]). Health, readiness and
+//! `/version` need no token.
+
+mod runner_access;
+mod runner_token;
 
 use std::collections::HashMap;
 use std::path::Path;
+
+pub use runner_access::{
+    Access, INSTALL_LABEL, InstallScope, Owner, authorize_runner, object_forbidden,
+};
+pub use runner_token::{PREFIX as RUNNER_TOKEN_PREFIX, RUNNERS, RunnerToken, runner_install};
 
 use crate::request::{RequestInfo, ResourceRequest};
 
@@ -146,23 +155,30 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
 
 /// Decides whether a user may make a request.
 pub trait Authorizer: Send + Sync + 'static {
-    /// `Ok` to allow; `Err` with the Kubernetes-style reason to forbid.
-    fn authorize(&self, user: &User, request: &RequestInfo) -> Result<(), String>;
+    /// The request step: `Ok` with what the request may touch (the server checks each
+    /// object against an [`Access::Install`] scope); `Err` with the Kubernetes-style
+    /// reason to forbid.
+    fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String>;
 }
 
-/// `outpost:admins` may do everything, `outpost:viewers` may read and watch; any
-/// authenticated user may read discovery, OpenAPI and version information.
+/// `outpost:admins` may do everything, `outpost:viewers` may read and watch, runners
+/// reach their own install ([`authorize_runner`]); any authenticated user may read
+/// discovery, OpenAPI and version information.
 #[derive(Clone, Debug, Default)]
 pub struct GroupAuthorizer;
 
 impl Authorizer for GroupAuthorizer {
-    fn authorize(&self, user: &User, request: &RequestInfo) -> Result<(), String> {
+    fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String> {
         let admin = user.groups.iter().any(|g| g == ADMINS);
         let viewer = user.groups.iter().any(|g| g == VIEWERS);
         match request {
-            RequestInfo::Resource(r) if admin || (viewer && r.verb.is_read()) => Ok(()),
-            RequestInfo::Resource(r) => Err(forbidden_message(user, r)),
-            RequestInfo::NonResource { verb, .. } if admin || verb == "get" => Ok(()),
+            RequestInfo::Resource(r) if admin || (viewer && r.verb.is_read()) => Ok(Access::Full),
+            RequestInfo::Resource(r) => match runner_install(user) {
+                Some((namespace, install)) => authorize_runner(namespace, install, r)
+                    .map_err(|why| format!("{}: {why}", forbidden_message(user, r))),
+                None => Err(forbidden_message(user, r)),
+            },
+            RequestInfo::NonResource { verb, .. } if admin || verb == "get" => Ok(Access::Full),
             RequestInfo::NonResource { path, verb } => Err(format!(
                 "forbidden: User {:?} cannot {verb} path {path:?}",
                 user.name

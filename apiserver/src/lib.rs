@@ -6,7 +6,8 @@
 //! * [`request`]: what a request is about, parsed like kube-apiserver does;
 //! * [`auth`]: bearer tokens and group-based authorization;
 //! * [`status`]: every HTTP error as a Kubernetes `Status`;
-//! * [`storage`]: the store trait and its etcd and embedded backends.
+//! * [`storage`]: the store trait and its etcd and embedded backends;
+//! * [`standin_cluster`]: the common Kubernetes kinds, API-only, for `--standin-cluster`.
 
 pub mod admission;
 pub mod auth;
@@ -18,6 +19,7 @@ pub mod request;
 pub mod schema;
 pub mod selectors;
 pub mod server;
+pub mod standin_cluster;
 pub mod status;
 pub mod storage;
 pub mod table;

@@ -61,6 +61,9 @@ pub struct ResourceType {
     pub validate: Option<fn(&Value) -> Vec<outpost_api::FieldError>>,
     /// Whether `spec` may not change after creation.
     pub immutable_spec: bool,
+    /// Whether strategic merge patches are served (the stand-in cluster's built-in
+    /// kinds); custom resources refuse them with 415, as in Kubernetes.
+    pub strategic_merge: bool,
 }
 
 impl ResourceType {
@@ -152,6 +155,7 @@ impl ResourceType {
                 selectable_fields: selectable_fields_of(v),
                 validate: None,
                 immutable_spec: false,
+                strategic_merge: false,
             })
             .collect()
     }
@@ -180,6 +184,7 @@ impl ResourceType {
             selectable_fields: Vec::new(),
             validate: None,
             immutable_spec: false,
+            strategic_merge: false,
         }
     }
 }
@@ -215,6 +220,15 @@ impl Registry {
             true,
         ));
         registry
+    }
+
+    /// Adds the common Kubernetes kinds the stand-in cluster serves
+    /// ([`crate::standin_cluster`]).
+    pub fn with_standin_cluster(mut self) -> Self {
+        for rt in crate::standin_cluster::kinds() {
+            self.register(rt);
+        }
+        self
     }
 
     /// Adds (or replaces) a resource type.

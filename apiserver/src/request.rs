@@ -62,6 +62,11 @@ pub struct ResourceRequest {
     pub name: Option<String>,
     /// Subresource (`status`), if any.
     pub subresource: Option<String>,
+    /// The `labelSelector` of a list or watch (set by the server from the query, as
+    /// kube-apiserver does for authorization with selectors).
+    pub label_selector: Option<String>,
+    /// The `fieldSelector` of a list or watch.
+    pub field_selector: Option<String>,
 }
 
 /// What a request is about.
@@ -131,6 +136,8 @@ impl RequestInfo {
             resource: resource.to_owned(),
             name: name.map(str::to_owned),
             subresource: subresource.map(str::to_owned),
+            label_selector: None,
+            field_selector: None,
         })
     }
 }

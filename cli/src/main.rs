@@ -10,6 +10,7 @@ mod policy;
 mod runner;
 mod server;
 mod stack;
+mod token;
 mod up;
 
 use std::process::ExitCode;
@@ -33,7 +34,16 @@ enum Command {
     /// Run the controllers against an API server; replicas elect one leader.
     Controllers(controllers::ControllersArgs),
     /// Print an install's CloudFormation install stack (JSON) for the customer to create.
+    ///
+    /// The stack's `RunnerToken` parameter takes the install's runner token: mint it with
+    /// `outpost token NS/INSTALL` and give it to the customer with the template.
     Stack(stack::StackArgs),
+    /// Mint an install's runner token (admins only) and print it.
+    ///
+    /// The token is shown only this once: the control plane keeps only its SHA-256 hash.
+    /// Minting again rotates it: the previous token is refused (401) from then on. The
+    /// token goes into the install stack's `RunnerToken` parameter (`outpost stack`).
+    Token(token::TokenArgs),
     /// Measure Outpost against baselines measured in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -60,6 +70,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Server(args) => server::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Controllers(args) => controllers::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Stack(args) => stack::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Token(args) => token::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(command) => bench::run(command).await.map(|()| ExitCode::SUCCESS),
         Command::Policy(command) => Ok(policy::run(command)),
         Command::Runner(args) => runner::run(args).await.map(|()| ExitCode::SUCCESS),

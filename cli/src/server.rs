@@ -33,6 +33,13 @@ pub struct ServerArgs {
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 10)]
     watch_bookmark_seconds: u64,
+    /// Also serve the common Kubernetes kinds (core v1 ConfigMap, Secret, Service,
+    /// Namespace; apps/v1 Deployment, StatefulSet; networking.k8s.io/v1 Ingress) as
+    /// schemaless objects: a stand-in cluster for the runner's kubernetes_manifest
+    /// components in tests and `outpost up`. API only: objects are stored, patched,
+    /// applied and watched, but nothing runs them (no pods, no rollouts, no addresses).
+    #[arg(long)]
+    standin_cluster: bool,
 }
 
 /// Runs the API server until SIGINT or SIGTERM.
@@ -52,6 +59,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot open the store {:?}", args.store))?;
     let mut config = ServerConfig::outpost(tokens);
+    if args.standin_cluster {
+        config.registry = config.registry.with_standin_cluster();
+    }
     config.bookmark_interval = std::time::Duration::from_secs(args.watch_bookmark_seconds.max(1));
     let server = ApiServer::new(store, config)
         .await

@@ -688,6 +688,11 @@ async fn set_status(
     body["conditions"] = json!(status.conditions);
     body["components"] = json!(status.components);
     body["lastPlan"] = json!(status.last_plan);
+    // The runner token hash is the apiserver's to write (minting rotates it): never send
+    // back a possibly stale copy.
+    if let Some(body) = body.as_object_mut() {
+        body.remove("runnerTokenHash");
+    }
     Api::<Install>::namespaced(client.clone(), &install.namespace().unwrap_or_default())
         .patch_status(
             &install.name_any(),

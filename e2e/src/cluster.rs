@@ -60,6 +60,7 @@ struct ServerArgs {
     store: String,
     tokens: PathBuf,
     tls: SelfSigned,
+    standin_cluster: bool,
 }
 
 /// Starts `outpost server` and returns it with the URL it printed.
@@ -79,6 +80,7 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
         .arg("--tls-key")
         .arg(&args.tls.key)
         .args(["--watch-bookmark-seconds", "1", "--embedded-history", "50"])
+        .args(args.standin_cluster.then_some("--standin-cluster"))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -105,6 +107,16 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
 impl ControlPlane {
     /// Starts `outpost server` on `backend`, on a free port, over TLS.
     pub async fn start(backend: Backend) -> ControlPlane {
+        Self::start_with(backend, false).await
+    }
+
+    /// Starts `outpost server --standin-cluster` (the common Kubernetes kinds, API
+    /// only) on the embedded store: the "cluster" kubernetes components are applied to.
+    pub async fn start_standin_cluster() -> ControlPlane {
+        Self::start_with(Backend::Embedded, true).await
+    }
+
+    async fn start_with(backend: Backend, standin_cluster: bool) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
         let (store, etcd) = match backend {
             Backend::Embedded => (
@@ -134,6 +146,7 @@ impl ControlPlane {
             store,
             tokens,
             tls: tls.clone(),
+            standin_cluster,
         };
         let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
         ControlPlane {
@@ -196,14 +209,20 @@ impl ControlPlane {
     pub fn kubeconfig(&self, token: &str) -> PathBuf {
         let path = self.dir.path().join(format!("kubeconfig-{}", &token[..8]));
         let ca = self.tls.ca_data().expect("CA readable");
+        // Written aside and renamed: a process reading the kubeconfig (a controller
+        // replica starting) never sees it half rewritten.
+        let partial = tempfile::NamedTempFile::new_in(self.dir.path()).expect("a temp file");
         std::fs::write(
-            &path,
+            partial.path(),
             format!(
                 "apiVersion: v1\nkind: Config\nclusters:\n- name: outpost\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: outpost\n  context:\n    cluster: outpost\n    user: u\n    namespace: default\ncurrent-context: outpost\n",
                 self.url
             ),
         )
         .expect("kubeconfig written");
+        partial
+            .persist(&path)
+            .expect("kubeconfig renamed into place");
         path
     }
 

@@ -57,8 +57,21 @@ impl Executors {
     /// The executors built into this runner binary, configured from `args`:
     /// `terraform_module` (also the sandbox) and `job` (also actions' steps), and
     /// `kubernetes_manifest` when a kubeconfig is given.
-    pub fn standard(args: &crate::RunnerArgs) -> Self {
+    pub async fn standard(args: &crate::RunnerArgs) -> anyhow::Result<Self> {
         let mut executors = Self::new();
+        if let Some(path) = &args.kubeconfig {
+            use anyhow::Context as _;
+            let file = kube_client::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            let config =
+                kube_client::Config::from_custom_kubeconfig(file, &Default::default()).await?;
+            executors.insert(
+                "kubernetes_manifest",
+                Arc::new(crate::executor::kubernetes::KubernetesExecutor::new(
+                    kube_client::Client::try_from(config)?,
+                )),
+            );
+        }
         executors.insert(
             "terraform_module",
             Arc::new(crate::executor::terraform::TerraformExecutor::new(
@@ -69,6 +82,6 @@ impl Executors {
             "job",
             Arc::new(crate::executor::job::JobExecutor::new(args.bwrap.clone())),
         );
-        executors
+        Ok(executors)
     }
 }

@@ -1,16 +1,19 @@
 //! PATCH as kube-apiserver serves it for custom resources: JSON merge patch
 //! (RFC 7386), JSON patch (RFC 6902) and server-side apply with
-//! `metadata.managedFields`. Strategic merge patch is refused with 415, as for CRDs.
+//! `metadata.managedFields`. Strategic merge patch is refused with 415, as for CRDs,
+//! except for the stand-in cluster's built-in kinds ([`apply_strategic_merge`]).
 
 mod apply;
 mod fields;
 mod managed;
+mod strategic;
 
 pub use apply::{ApplyConflict, FieldConflict, record_update, server_side_apply};
 pub use fields::{FieldPath, FieldSet, ListShape, PathElement};
 pub use managed::{
     APPLY, ManagedEntry, Manager, UPDATE, decode_managed_fields, encode_managed_fields,
 };
+pub use strategic::apply_strategic_merge;
 
 use json_patch::{Patch, PatchErrorKind, PatchOperation};
 use outpost_api::{FieldError, FieldErrorKind};

@@ -9,8 +9,9 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
-use super::{discovery, list, objects, watch, write};
-use crate::auth::User;
+use super::{discovery, list, objects, runner_token, watch, write};
+use crate::auth::{Access, RunnerToken, User, object_forbidden};
+use crate::object_meta::from_store;
 use crate::request::{RequestInfo, ResourceRequest, Verb};
 use crate::status::ApiError;
 
@@ -24,6 +25,10 @@ pub struct Call {
     pub request: ResourceRequest,
     pub params: Params,
     pub headers: HeaderMap,
+    /// Who asks.
+    pub user: User,
+    /// What the authorizer allowed the request to touch.
+    pub access: Access,
 }
 
 impl Call {
@@ -48,6 +53,16 @@ impl Call {
         self.request.namespace.as_deref()
     }
 
+    /// The object step of authorization: 403 if `object` is outside the user's scope.
+    pub fn check_access(&self, object: &serde_json::Value) -> Result<(), ApiError> {
+        match &self.access {
+            Access::Install(scope) if !scope.owns(object) => Err(ApiError::Forbidden(
+                object_forbidden(&self.user, &self.request),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The `Accept` header.
     pub fn accept(&self) -> &str {
         self.headers
@@ -65,7 +80,11 @@ pub async fn dispatch(state: Arc<ServerState>, request: Request) -> Response {
         .map(|Query(p)| p)
         .unwrap_or_default();
     let watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
-    let info = RequestInfo::parse(&method, &path, watch);
+    let mut info = RequestInfo::parse(&method, &path, watch);
+    if let RequestInfo::Resource(r) = &mut info {
+        r.label_selector = params.get("labelSelector").cloned();
+        r.field_selector = params.get("fieldSelector").cloned();
+    }
     let (verb, resource) = match &info {
         RequestInfo::Resource(r) => (r.verb.as_str().to_owned(), r.resource.clone()),
         RequestInfo::NonResource { verb, .. } => (verb.clone(), String::new()),
@@ -93,8 +112,8 @@ async fn answer(
         "/version" => return Ok(discovery::version()),
         _ => {}
     }
-    let user = authenticate(state, request.headers())?;
-    state
+    let user = authenticate(state, request.headers()).await?;
+    let access = state
         .config
         .authorizer
         .authorize(&user, &info)
@@ -128,6 +147,7 @@ async fn answer(
     match resource.subresource.as_deref() {
         None => {}
         Some("status") if rt.status_subresource => {}
+        Some("token") if runner_token::serves(&rt) => {}
         Some(_) => return Err(ApiError::NoRoute),
     }
     let (parts, body) = request.into_parts();
@@ -137,7 +157,12 @@ async fn answer(
         request: resource,
         params,
         headers: parts.headers,
+        user,
+        access,
     };
+    if call.request.subresource.as_deref() == Some("token") {
+        return runner_token::mint(&call).await;
+    }
     match call.request.verb {
         Verb::Get => objects::get(&call).await,
         Verb::List => list::list(&call).await,
@@ -155,7 +180,10 @@ async fn answer(
     }
 }
 
-fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, ApiError> {
+/// The user of the bearer token: from the token file, or a runner token checked
+/// against its Install's stored hash (read from the store, so a rotation takes effect
+/// at once).
+async fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -165,10 +193,30 @@ fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, ApiErr
         })
         .map(str::trim)
         .ok_or(ApiError::Unauthorized)?;
-    state
+    if let Some(user) = state.config.tokens.authenticate(token) {
+        return Ok(user.clone());
+    }
+    let runner = RunnerToken::parse(token).ok_or(ApiError::Unauthorized)?;
+    let installs = state
         .config
-        .tokens
-        .authenticate(token)
-        .cloned()
-        .ok_or(ApiError::Unauthorized)
+        .registry
+        .all()
+        .find(|rt| runner_token::serves(rt))
+        .ok_or(ApiError::Unauthorized)?;
+    let stored = state
+        .store
+        .get(&installs.key(Some(&runner.namespace), &runner.install))
+        .await
+        .map_err(|e| ApiError::Internal(format!("cannot check a runner token: {e}")))?
+        .ok_or(ApiError::Unauthorized)?;
+    let install = from_store(&stored)?;
+    let hash = install
+        .pointer("/status/runnerTokenHash")
+        .and_then(serde_json::Value::as_str)
+        .ok_or(ApiError::Unauthorized)?;
+    if runner.matches(hash) {
+        Ok(runner.user())
+    } else {
+        Err(ApiError::Unauthorized)
+    }
 }

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::body::json;
 use super::dispatch::Call;
+use crate::auth::{Access, InstallScope};
 use crate::object_meta::from_store;
 use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, labels_of};
@@ -14,10 +15,12 @@ use crate::status::{ApiError, Subject};
 use crate::storage::{ContinueToken, ListOptions, Revision, StoreError};
 use crate::table;
 
-/// The label and field selectors of a list or watch.
+/// The label and field selectors of a list or watch, and the install scope of the
+/// user's access: objects outside it are never listed or watched.
 pub struct Filter {
     labels: Option<LabelSelector>,
     fields: Option<FieldSelector>,
+    scope: Option<InstallScope>,
 }
 
 impl Filter {
@@ -42,7 +45,15 @@ impl Filter {
                 }
             }
         }
-        Ok(Filter { labels, fields })
+        let scope = match &call.access {
+            Access::Full => None,
+            Access::Install(scope) => Some(scope.clone()),
+        };
+        Ok(Filter {
+            labels,
+            fields,
+            scope,
+        })
     }
 
     /// Whether `object` passes.
@@ -51,6 +62,7 @@ impl Filter {
             .as_ref()
             .is_none_or(|l| l.matches(&labels_of(object)))
             && self.fields.as_ref().is_none_or(|f| f.matches(object))
+            && self.scope.as_ref().is_none_or(|s| s.owns(object))
     }
 }
 

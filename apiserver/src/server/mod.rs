@@ -11,6 +11,7 @@ mod dispatch;
 mod list;
 mod metrics;
 mod objects;
+mod runner_token;
 mod watch;
 mod write;
 

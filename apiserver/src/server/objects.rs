@@ -73,6 +73,7 @@ impl Call {
 
 pub async fn get(call: &Call) -> Result<Response, ApiError> {
     let (_, object) = call.load().await?;
+    call.check_access(&object)?;
     Ok(call.respond(StatusCode::OK, &object))
 }
 
@@ -145,6 +146,7 @@ async fn delete_one(
             &call.rt,
             crate::object_meta::name_of(&object).unwrap_or_default(),
         );
+        call.check_access(&object)?;
         check_preconditions(call, options, &kv, &object)?;
         if !finalizers(&object).is_empty() {
             if is_deleting(&object) || dry_run {

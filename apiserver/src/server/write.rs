@@ -16,8 +16,8 @@ use crate::object_meta::{
     sent_resource_version, set_resource_version, to_store,
 };
 use crate::patch::{
-    PatchType, apply_patch, parse_apply_body, record_update, server_side_apply,
-    validate_patch_options,
+    PatchType, apply_patch, apply_strategic_merge, parse_apply_body, record_update,
+    server_side_apply, validate_patch_options,
 };
 use crate::schema;
 use crate::status::{ApiError, Subject};
@@ -111,6 +111,7 @@ async fn create_object(
     warnings: Vec<String>,
 ) -> Result<Response, ApiError> {
     let name = prepare_create(&call.rt, &mut object, call.namespace())?;
+    call.check_access(&object)?;
     admit(call, &object, &name)?;
     record_update(
         None,
@@ -186,7 +187,9 @@ async fn commit_update(
     old: &Value,
     mut new: Value,
 ) -> Result<Value, ApiError> {
+    call.check_access(old)?;
     prepare_update(&call.rt, old, &mut new, call.scope())?;
+    call.check_access(&new)?;
     if call.rt.immutable_spec && old.get("spec") != new.get("spec") {
         return Err(ApiError::Invalid {
             subject: call.subject(),
@@ -226,7 +229,7 @@ async fn commit_update(
 
 pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
     let kind = PatchType::from_content_type(&content_type(&call.headers))?;
-    if kind == PatchType::StrategicMerge {
+    if kind == PatchType::StrategicMerge && !call.rt.strategic_merge {
         // Answered before looking the object up, as kube-apiserver does for custom resources.
         return Err(apply_patch(kind, &Value::Null, b"{}").expect_err("strategic merge is refused"));
     }
@@ -273,7 +276,11 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             .map_err(|c| c.into_api_error(call.subject()))?;
             (new, warnings)
         } else {
-            let mut new = apply_patch(kind, &old, &bytes)?;
+            let mut new = if kind == PatchType::StrategicMerge {
+                apply_strategic_merge(&old, &bytes)?
+            } else {
+                apply_patch(kind, &old, &bytes)?
+            };
             let warnings = field_validation(call, &mut new)?;
             (new, warnings)
         };

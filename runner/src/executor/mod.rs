@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod job;
+pub mod kubernetes;
 pub mod secret_ref;
 pub mod terraform;
 

@@ -1,0 +1,514 @@
+//! Runner tokens: minted per install by an admin (`POST .../installs/NAME/token`,
+//! `outpost token`), stored only as a hash, rotated by minting again; a runner token
+//! reaches only its own install's objects (403 elsewhere, with kube-apiserver's message).
+
+use std::process::Command;
+
+use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends, outpost_binary};
+use serde_json::{Value, json};
+
+on_both_backends!(runner_tokens_reach_only_their_install);
+
+const API: &str = "/apis/outpost.dev/v1alpha1/namespaces/default";
+
+fn plan(name: &str, install: &str) -> Vec<u8> {
+    let desired = json!({"note": name});
+    json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "spec": {
+            "install": install,
+            "operation": "deploy",
+            "entity": {"kind": "component", "name": "web"},
+            "desiredState": desired,
+            "contentHash": outpost_api::content_hash(&desired),
+        },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn drift_report(name: &str, install: &str) -> Vec<u8> {
+    json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "DriftReport",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "spec": {
+            "install": install,
+            "entity": {"kind": "component", "name": "web"},
+            "inSync": true,
+            "observedAt": "2025-01-15T10:00:00Z",
+            "diff": [],
+        },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn audit_event(name: &str, install: &str) -> Vec<u8> {
+    json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "AuditEvent",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "spec": {
+            "install": install,
+            "runner": install,
+            "sequence": 0,
+            "timestamp": "2025-01-15T10:00:00Z",
+            "type": "claim",
+            "hash": outpost_api::content_hash(&json!(name)),
+            "signature": "c2ln",
+        },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
+const MERGE: [(&str, &str); 1] = [("content-type", "application/merge-patch+json")];
+
+fn expect(reply: &Reply, status: u16, what: &str) {
+    assert_eq!(reply.status, status, "{what}: {}", reply.text);
+}
+
+/// Mints a token with `outpost token`, as an admin would.
+fn mint(cp: &ControlPlane, install: &str) -> String {
+    let output = Command::new(outpost_binary())
+        .args(["token", &format!("default/{install}"), "--kubeconfig"])
+        .arg(cp.kubeconfig(&cp.admin_token))
+        .output()
+        .expect("outpost token runs");
+    assert!(
+        output.status.success(),
+        "outpost token: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+async fn runner_tokens_reach_only_their_install(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let kubectl = cp.kubectl();
+    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let admin = Some(cp.admin_token.as_str());
+    for (install, suffix) in [("acme", "a"), ("globex", "b")] {
+        let plans = format!("{API}/plans");
+        expect(
+            &cp.raw(
+                admin,
+                "POST",
+                &plans,
+                &JSON,
+                plan(&format!("plan-{suffix}"), install),
+            )
+            .await,
+            201,
+            "admin creates a plan",
+        );
+        let reports = format!("{API}/driftreports");
+        expect(
+            &cp.raw(
+                admin,
+                "POST",
+                &reports,
+                &JSON,
+                drift_report(&format!("drift-{suffix}"), install),
+            )
+            .await,
+            201,
+            "admin creates a drift report",
+        );
+        let events = format!("{API}/auditevents");
+        expect(
+            &cp.raw(
+                admin,
+                "POST",
+                &events,
+                &JSON,
+                audit_event(&format!("audit-{suffix}"), install),
+            )
+            .await,
+            201,
+            "admin creates an audit event",
+        );
+    }
+
+    // Only admins mint; the answer is a RunnerToken; the Install keeps only the hash.
+    let viewer = Some(cp.viewer_token.as_str());
+    expect(
+        &cp.raw(
+            viewer,
+            "POST",
+            &format!("{API}/installs/acme/token"),
+            &JSON,
+            "{}",
+        )
+        .await,
+        403,
+        "a viewer mints",
+    );
+    let minted = cp
+        .raw(
+            admin,
+            "POST",
+            &format!("{API}/installs/acme/token"),
+            &JSON,
+            "{}",
+        )
+        .await;
+    expect(&minted, 201, "the admin mints");
+    assert_eq!(minted.json["kind"], "RunnerToken");
+    let old_a = minted.json["token"].as_str().unwrap().to_owned();
+    assert!(old_a.starts_with("opr_default_acme_"), "{old_a}");
+    let token_a = mint(&cp, "acme"); // rotates
+    let token_b = mint(&cp, "globex");
+    let install = cp
+        .raw(admin, "GET", &format!("{API}/installs/acme"), &[], "")
+        .await;
+    let hash = install.json["status"]["runnerTokenHash"].as_str().unwrap();
+    assert_eq!(hash.len(), 64);
+    assert!(
+        !install.text.contains(&token_a),
+        "the token itself is never stored"
+    );
+
+    // A rotated token and a forged one are unauthenticated.
+    let old = Some(old_a.as_str());
+    expect(
+        &cp.raw(old, "GET", &format!("{API}/installs/acme"), &[], "")
+            .await,
+        401,
+        "the rotated token",
+    );
+    let forged = format!("{}x", &token_a[..token_a.len() - 1]);
+    expect(
+        &cp.raw(
+            Some(&forged),
+            "GET",
+            &format!("{API}/installs/acme"),
+            &[],
+            "",
+        )
+        .await,
+        401,
+        "a forged token",
+    );
+
+    let b = Some(token_b.as_str());
+    // Install B's token on install A's objects: 403, kube-apiserver's message.
+    let denied = cp
+        .raw(b, "GET", &format!("{API}/plans/plan-a"), &[], "")
+        .await;
+    expect(&denied, 403, "B gets A's plan");
+    assert_eq!(denied.json["reason"], "Forbidden");
+    assert!(
+        denied.json["message"].as_str().unwrap().starts_with(
+            "plans.outpost.dev \"plan-a\" is forbidden: User \"system:runner:default:globex\" cannot get resource \"plans\" in API group \"outpost.dev\" in the namespace \"default\""
+        ),
+        "{}",
+        denied.text
+    );
+    for (path, what) in [
+        (
+            format!("{API}/plans?labelSelector=outpost.dev%2Finstall%3Dacme"),
+            "B lists A's plans",
+        ),
+        (
+            format!("{API}/plans?fieldSelector=spec.install%3Dacme"),
+            "B lists A's plans by field",
+        ),
+        (format!("{API}/plans"), "B lists every plan"),
+        (
+            format!("{API}/plans?watch=true&labelSelector=outpost.dev%2Finstall%3Dacme"),
+            "B watches A's plans",
+        ),
+        (format!("{API}/plans?watch=true"), "B watches every plan"),
+        (format!("{API}/installs/acme"), "B gets install A"),
+        (format!("{API}/installs"), "B lists installs"),
+        (
+            format!("{API}/driftreports/drift-a"),
+            "B gets A's drift report",
+        ),
+        (
+            format!("{API}/driftreports?labelSelector=outpost.dev%2Finstall%3Dacme"),
+            "B lists A's drift reports",
+        ),
+        (
+            format!("{API}/auditevents/audit-a"),
+            "B gets A's audit event",
+        ),
+        (
+            format!("{API}/auditevents?labelSelector=outpost.dev%2Finstall%3Dacme"),
+            "B lists A's audit events",
+        ),
+        (format!("{API}/installstacks"), "B lists install stacks"),
+        (
+            "/apis/outpost.dev/v1alpha1/namespaces/other/apps".to_owned(),
+            "B reads another namespace",
+        ),
+    ] {
+        expect(&cp.raw(b, "GET", &path, &[], "").await, 403, what);
+    }
+    expect(
+        &cp.raw(
+            b,
+            "PATCH",
+            &format!("{API}/plans/plan-a/status"),
+            &MERGE,
+            r#"{"status":{"message":"x"}}"#,
+        )
+        .await,
+        403,
+        "B patches A's plan status",
+    );
+    expect(
+        &cp.raw(
+            b,
+            "POST",
+            &format!("{API}/auditevents"),
+            &JSON,
+            audit_event("forged", "acme"),
+        )
+        .await,
+        403,
+        "B creates an audit event for A",
+    );
+    expect(
+        &cp.raw(
+            b,
+            "POST",
+            &format!("{API}/driftreports"),
+            &JSON,
+            drift_report("forged", "acme"),
+        )
+        .await,
+        403,
+        "B creates a drift report for A",
+    );
+    // Mislabelled: spec says B, label says A (it would show in A's label selections).
+    let mut mislabelled: Value =
+        serde_json::from_slice(&drift_report("mislabelled", "globex")).unwrap();
+    mislabelled["metadata"]["labels"]["outpost.dev/install"] = json!("acme");
+    expect(
+        &cp.raw(
+            b,
+            "POST",
+            &format!("{API}/driftreports"),
+            &JSON,
+            mislabelled.to_string(),
+        )
+        .await,
+        403,
+        "B creates a mislabelled drift report",
+    );
+
+    // Install B's token on its own objects: allowed.
+    for (path, what) in [
+        (format!("{API}/plans/plan-b"), "B gets its plan"),
+        (
+            format!("{API}/plans/plan-b/status"),
+            "B gets its plan's status",
+        ),
+        (
+            format!("{API}/plans?labelSelector=outpost.dev%2Finstall%3Dglobex"),
+            "B lists its plans",
+        ),
+        (
+            format!("{API}/plans?fieldSelector=spec.install%3Dglobex"),
+            "B lists its plans by field",
+        ),
+        (
+            format!(
+                "{API}/plans?watch=true&timeoutSeconds=1&labelSelector=outpost.dev%2Finstall%3Dglobex"
+            ),
+            "B watches its plans",
+        ),
+        (format!("{API}/installs/globex"), "B gets its install"),
+        (
+            format!("{API}/installs?fieldSelector=metadata.name%3Dglobex"),
+            "B lists its install",
+        ),
+        (format!("{API}/apps"), "B lists apps"),
+        (format!("{API}/components"), "B lists components"),
+        (
+            format!("{API}/driftreports/drift-b"),
+            "B gets its drift report",
+        ),
+        (
+            format!("{API}/auditevents?labelSelector=outpost.dev%2Finstall%3Dglobex"),
+            "B lists its audit events",
+        ),
+    ] {
+        expect(&cp.raw(b, "GET", &path, &[], "").await, 200, what);
+    }
+    let listed = cp
+        .raw(
+            b,
+            "GET",
+            &format!("{API}/plans?labelSelector=outpost.dev%2Finstall%3Dglobex"),
+            &[],
+            "",
+        )
+        .await;
+    let names: Vec<&str> = listed.json["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["plan-b"]);
+    let watched = cp
+        .raw(
+            b,
+            "GET",
+            &format!("{API}/plans?watch=true&timeoutSeconds=1&fieldSelector=spec.install%3Dglobex"),
+            &[],
+            "",
+        )
+        .await;
+    assert!(
+        watched.text.contains("plan-b") && !watched.text.contains("plan-a"),
+        "{}",
+        watched.text
+    );
+
+    // Its own plan's status, not its spec.
+    let patched = cp
+        .raw(
+            b,
+            "PATCH",
+            &format!("{API}/plans/plan-b/status"),
+            &MERGE,
+            r#"{"status":{"message":"claimed by the runner"}}"#,
+        )
+        .await;
+    expect(&patched, 200, "B patches its plan's status");
+    assert_eq!(patched.json["status"]["message"], "claimed by the runner");
+    expect(
+        &cp.raw(
+            b,
+            "PATCH",
+            &format!("{API}/plans/plan-b"),
+            &MERGE,
+            r#"{"spec":{"reason":"x"}}"#,
+        )
+        .await,
+        403,
+        "B patches its plan's spec",
+    );
+    expect(
+        &cp.raw(b, "DELETE", &format!("{API}/plans/plan-b"), &[], "")
+            .await,
+        403,
+        "B deletes its plan",
+    );
+
+    // Its own reports and its own Runner; audit events are append-only.
+    expect(
+        &cp.raw(
+            b,
+            "POST",
+            &format!("{API}/auditevents"),
+            &JSON,
+            audit_event("audit-b2", "globex"),
+        )
+        .await,
+        201,
+        "B creates its audit event",
+    );
+    expect(
+        &cp.raw(b, "DELETE", &format!("{API}/auditevents/audit-b2"), &[], "")
+            .await,
+        403,
+        "B deletes its audit event",
+    );
+    expect(
+        &cp.raw(
+            b,
+            "PATCH",
+            &format!("{API}/auditevents/audit-b2"),
+            &MERGE,
+            r#"{"spec":{"signature":"eA=="}}"#,
+        )
+        .await,
+        403,
+        "B edits its audit event",
+    );
+    expect(
+        &cp.raw(
+            b,
+            "POST",
+            &format!("{API}/driftreports"),
+            &JSON,
+            drift_report("drift-b2", "globex"),
+        )
+        .await,
+        201,
+        "B creates its drift report",
+    );
+    let runner = json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "Runner",
+        "metadata": {"name": "globex"},
+        "spec": {
+            "install": "globex",
+            "version": "0.1.0",
+            "publicKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        },
+    });
+    expect(
+        &cp.raw(
+            b,
+            "POST",
+            &format!("{API}/runners"),
+            &JSON,
+            runner.to_string(),
+        )
+        .await,
+        201,
+        "B creates its Runner",
+    );
+    let heartbeat = r#"{"status":{"lastHeartbeat":"2025-01-15T10:00:00Z"}}"#;
+    expect(
+        &cp.raw(
+            b,
+            "PATCH",
+            &format!("{API}/runners/globex/status"),
+            &MERGE,
+            heartbeat,
+        )
+        .await,
+        200,
+        "B heartbeats",
+    );
+    let mut other = runner.clone();
+    other["metadata"]["name"] = json!("acme");
+    expect(
+        &cp.raw(
+            b,
+            "POST",
+            &format!("{API}/runners"),
+            &JSON,
+            other.to_string(),
+        )
+        .await,
+        403,
+        "B creates A's Runner",
+    );
+
+    // Token A still works for A, and is refused on B.
+    let a = Some(token_a.as_str());
+    expect(
+        &cp.raw(a, "GET", &format!("{API}/plans/plan-a"), &[], "")
+            .await,
+        200,
+        "A gets its plan",
+    );
+    expect(
+        &cp.raw(a, "GET", &format!("{API}/plans/plan-b"), &[], "")
+            .await,
+        403,
+        "A gets B's plan",
+    );
+}

@@ -1,0 +1,513 @@
+//! The `kubernetes_manifest` executor: server-side apply into the install's cluster.
+//!
+//! * **plan**: every object of the manifest is applied with `dryRun=All` (field
+//!   manager `outpost-runner`, forced); the diff is the list of dry-run results, and
+//!   each is compared with the live object, both [normalised](normalise).
+//! * **apply**: the same server-side apply for real; outputs name the applied objects;
+//!   the normalised results are the baseline drift compares with. The object
+//!   references are also kept in the entity's work directory, for teardown.
+//! * **observe**: reads each last-applied object back, normalised (`null` if gone);
+//!   [`watch_objects`] wakes drift detection as soon as one of them changes.
+//! * **teardown**: deletes the objects (the plan lists what will go), last first.
+//!
+//! Namespaced objects without a namespace go into the manifest's `namespace` (else
+//! the client's default); a namespace that does not exist is created first.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context as _, bail};
+use futures::future::BoxFuture;
+use futures::{Stream, StreamExt as _};
+use kube_client::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube_client::core::{ApiResource, GroupVersionKind};
+use kube_client::discovery::{ApiCapabilities, Scope, pinned_kind};
+use kube_client::runtime::{WatchStreamExt as _, watcher};
+use outpost_api::{Operation, PolicyInput};
+use serde_json::{Value, json};
+
+use super::{Applied, Diff, Executor, StepContext};
+
+/// The field manager of every apply.
+pub const FIELD_MANAGER: &str = "outpost-runner";
+/// Where the applied objects' references are kept in the entity's work directory.
+const OBJECTS_FILE: &str = "kubernetes-objects.json";
+
+/// Applies `kubernetes_manifest` components with a client of the install's cluster.
+#[derive(Clone)]
+pub struct KubernetesExecutor {
+    client: kube_client::Client,
+}
+
+/// One object of a manifest, with where it is served.
+struct Target {
+    /// A Namespace the manifest's objects need and the cluster lacks: created before
+    /// them, but not part of the component (never recorded, never torn down).
+    ensured: bool,
+    object: Value,
+    resource: ApiResource,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl Target {
+    fn api(&self, client: &kube_client::Client) -> Api<DynamicObject> {
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &self.resource),
+            None => Api::all_with(client.clone(), &self.resource),
+        }
+    }
+
+    fn reference(&self, uid: Option<&str>) -> Value {
+        json!({
+            "apiVersion": self.resource.api_version,
+            "kind": self.resource.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": uid,
+        })
+    }
+}
+
+impl KubernetesExecutor {
+    /// An executor applying with `client` (built from the runner's `--kubeconfig`).
+    pub fn new(client: kube_client::Client) -> Self {
+        KubernetesExecutor { client }
+    }
+
+    /// The objects `desired` declares, resolved against the cluster's discovery, with
+    /// a Namespace object first for each namespace that does not exist yet.
+    async fn targets(&self, desired: &Value) -> anyhow::Result<Vec<Target>> {
+        let source = desired
+            .get("manifest")
+            .or_else(|| desired.pointer("/component/manifest"))
+            .context("the desired state has no `manifest` (a kubernetes_manifest component)")?;
+        let content = source
+            .get("content")
+            .and_then(Value::as_str)
+            .context("the manifest has no `content`")?;
+        let namespace = source
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(self.client.default_namespace())
+            .to_owned();
+        let mut objects = parse_manifest(content)?;
+        // Namespaces first, so that what goes into them finds them.
+        objects.sort_by_key(|o| o.get("kind").and_then(Value::as_str) != Some("Namespace"));
+        let mut discovery = Discovery::default();
+        let mut targets = Vec::new();
+        for object in objects {
+            targets.push(self.target(&mut discovery, object, &namespace).await?);
+        }
+        let declared: Vec<String> = targets
+            .iter()
+            .filter(|t| t.resource.kind == "Namespace")
+            .map(|t| t.name.clone())
+            .collect();
+        let mut missing: Vec<String> = Vec::new();
+        for ns in targets.iter().filter_map(|t| t.namespace.clone()) {
+            if declared.contains(&ns) || missing.contains(&ns) {
+                continue;
+            }
+            let namespaces = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("", "v1", "Namespace"),
+                "namespaces",
+            );
+            let namespaces: Api<DynamicObject> = Api::all_with(self.client.clone(), &namespaces);
+            if namespaces
+                .get_opt(&ns)
+                .await
+                .with_context(|| format!("cannot read namespace {ns}"))?
+                .is_none()
+            {
+                missing.push(ns);
+            }
+        }
+        let mut created = Vec::new();
+        for ns in missing {
+            let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let mut target = self.target(&mut discovery, object, &namespace).await?;
+            target.ensured = true;
+            created.push(target);
+        }
+        created.extend(targets);
+        Ok(created)
+    }
+
+    async fn target(
+        &self,
+        discovery: &mut Discovery,
+        mut object: Value,
+        default_namespace: &str,
+    ) -> anyhow::Result<Target> {
+        let (resource, caps) = discovery.resolve(&self.client, &object).await?;
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .with_context(|| format!("a {} in the manifest has no metadata.name", resource.kind))?
+            .to_owned();
+        let namespace = match caps.scope {
+            Scope::Cluster => None,
+            Scope::Namespaced => {
+                let ns = object
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(default_namespace)
+                    .to_owned();
+                object["metadata"]["namespace"] = json!(ns);
+                Some(ns)
+            }
+        };
+        Ok(Target {
+            ensured: false,
+            object,
+            resource,
+            namespace,
+            name,
+        })
+    }
+
+    /// The targets of a teardown: the manifest's objects if the Plan carries one, else
+    /// those the last apply recorded.
+    async fn teardown_targets(&self, ctx: &StepContext) -> anyhow::Result<Vec<Target>> {
+        if ctx.desired.get("manifest").is_some()
+            || ctx.desired.pointer("/component/manifest").is_some()
+        {
+            return self.targets(&ctx.desired).await;
+        }
+        let recorded = read_references(&ctx.work_dir)?;
+        self.referenced(&recorded).await
+    }
+
+    /// Targets for object references or objects (`apiVersion`, `kind`, `metadata` or
+    /// flat `namespace`/`name`).
+    async fn referenced(&self, objects: &[Value]) -> anyhow::Result<Vec<Target>> {
+        let mut discovery = Discovery::default();
+        let mut targets = Vec::new();
+        for object in objects.iter().filter(|o| !o.is_null()) {
+            let name = object
+                .pointer("/metadata/name")
+                .or_else(|| object.get("name"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let namespace = object
+                .pointer("/metadata/namespace")
+                .or_else(|| object.get("namespace"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let mut metadata = json!({"name": name});
+            if !namespace.is_null() {
+                metadata["namespace"] = namespace;
+            }
+            let shaped = json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "metadata": metadata});
+            targets.push(self.target(&mut discovery, shaped, "default").await?);
+        }
+        Ok(targets)
+    }
+
+    async fn dry_run(&self, target: &Target) -> anyhow::Result<Value> {
+        let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+        let result = target
+            .api(&self.client)
+            .patch(&target.name, &params, &Patch::Apply(&target.object))
+            .await
+            .with_context(|| format!("dry-run apply of {} failed", describe(target)))?;
+        Ok(serde_json::to_value(result)?)
+    }
+
+    async fn live(&self, target: &Target) -> anyhow::Result<Option<Value>> {
+        let live = target
+            .api(&self.client)
+            .get_opt(&target.name)
+            .await
+            .with_context(|| format!("cannot read {}", describe(target)))?;
+        Ok(live.map(serde_json::to_value).transpose()?)
+    }
+
+    async fn plan_teardown(&self, ctx: &StepContext) -> anyhow::Result<Diff> {
+        let mut document = Vec::new();
+        for target in self.teardown_targets(ctx).await?.iter().rev() {
+            if let Some(live) = self.live(target).await? {
+                document.push(without_managed_fields(live));
+            }
+        }
+        Ok(Diff {
+            input: PolicyInput::Kubernetes,
+            summary: format!("{} objects: {} to delete", document.len(), document.len()),
+            changes: !document.is_empty(),
+            document: Value::Array(document),
+        })
+    }
+
+    async fn apply_teardown(&self, ctx: &StepContext) -> anyhow::Result<Applied> {
+        let mut deleted = Vec::new();
+        for target in self.teardown_targets(ctx).await?.iter().rev() {
+            let gone = target
+                .api(&self.client)
+                .delete(&target.name, &DeleteParams::background())
+                .await;
+            match gone {
+                Ok(_) => deleted.push(target.reference(None)),
+                Err(kube_client::Error::Api(status)) if status.code == 404 => {}
+                Err(err) => {
+                    return Err(err).with_context(|| format!("cannot delete {}", describe(target)));
+                }
+            }
+        }
+        let log = format!("{} objects deleted", deleted.len());
+        write_references(&ctx.work_dir, &[])?;
+        Ok(Applied {
+            outputs: [("deleted".to_owned(), Value::Array(deleted))].into(),
+            log,
+            last_applied: Value::Array(Vec::new()),
+        })
+    }
+}
+
+impl Executor for KubernetesExecutor {
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
+        Box::pin(async move {
+            if ctx.operation == Operation::Teardown {
+                return self.plan_teardown(ctx).await;
+            }
+            let (mut create, mut change, mut unchanged) = (0, 0, 0);
+            let mut document = Vec::new();
+            let mut namespaces = Vec::new();
+            for target in self.targets(&ctx.desired).await? {
+                let live = self.live(&target).await?;
+                let result = self.dry_run(&target).await?;
+                match live {
+                    _ if target.ensured => namespaces.push(target.name.clone()),
+                    None => create += 1,
+                    Some(live) if normalise(&live) != normalise(&result) => change += 1,
+                    Some(_) => unchanged += 1,
+                }
+                document.push(without_managed_fields(result));
+            }
+            let mut summary = format!(
+                "{} objects: {create} to create, {change} to change, {unchanged} unchanged",
+                create + change + unchanged
+            );
+            if !namespaces.is_empty() {
+                summary.push_str(&format!("; namespace {} to create", namespaces.join(", ")));
+            }
+            Ok(Diff {
+                input: PolicyInput::Kubernetes,
+                summary,
+                changes: create + change > 0 || !namespaces.is_empty(),
+                document: Value::Array(document),
+            })
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        _diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(async move {
+            if ctx.operation == Operation::Teardown {
+                return self.apply_teardown(ctx).await;
+            }
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let mut references = Vec::new();
+            let mut applied = Vec::new();
+            let mut log = String::new();
+            for target in self.targets(&ctx.desired).await? {
+                let result = target
+                    .api(&self.client)
+                    .patch(&target.name, &params, &Patch::Apply(&target.object))
+                    .await
+                    .with_context(|| {
+                        format!("server-side apply of {} failed", describe(&target))
+                    })?;
+                log.push_str(&format!("{} serverside-applied\n", describe(&target)));
+                if target.ensured {
+                    continue;
+                }
+                references.push(target.reference(result.metadata.uid.as_deref()));
+                applied.push(normalise(&serde_json::to_value(result)?));
+            }
+            write_references(&ctx.work_dir, &references)?;
+            Ok(Applied {
+                outputs: [("objects".to_owned(), Value::Array(references))].into(),
+                log,
+                last_applied: Value::Array(applied),
+            })
+        })
+    }
+
+    fn observe<'a>(
+        &'a self,
+        _ctx: &'a StepContext,
+        last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Value>> {
+        Box::pin(async move {
+            let objects = last_applied
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut observed = Vec::new();
+            for target in self.referenced(objects).await? {
+                observed.push(match self.live(&target).await? {
+                    Some(live) => normalise(&live),
+                    None => Value::Null,
+                });
+            }
+            Ok(Value::Array(observed))
+        })
+    }
+}
+
+/// A stream that yields whenever one of the `last_applied` objects is changed or
+/// deleted, so drift is checked within seconds of an out-of-band edit. It also yields
+/// once each object's watch is established (and again after each reconnection), since
+/// changes made before then were not seen: check drift then too. Watches reconnect with
+/// backoff and never end. Like every stream, it does nothing until polled.
+pub async fn watch_objects(
+    client: kube_client::Client,
+    last_applied: &Value,
+) -> anyhow::Result<impl Stream<Item = ()> + Send + use<>> {
+    let objects = last_applied
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let targets = KubernetesExecutor::new(client.clone())
+        .referenced(objects)
+        .await?;
+    let watches = targets.into_iter().map(|target| {
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", target.name));
+        watcher(target.api(&client), config)
+            .default_backoff()
+            .filter_map(|event| async move {
+                matches!(
+                    event,
+                    Ok(watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_)
+                        | watcher::Event::InitDone)
+                )
+                .then_some(())
+            })
+            .boxed()
+    });
+    Ok(futures::stream::select_all(watches))
+}
+
+/// A live or applied object without what the server manages: `metadata.managedFields`,
+/// `resourceVersion`, `uid`, `creationTimestamp`, `generation`, and `status`. Drift and
+/// "unchanged" are decided on this.
+pub fn normalise(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in [
+            "managedFields",
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "selfLink",
+        ] {
+            meta.remove(field);
+        }
+    }
+    object
+}
+
+fn without_managed_fields(mut object: Value) -> Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    object
+}
+
+/// Every object of a multi-document YAML manifest; `List`s are expanded, empty
+/// documents skipped.
+pub fn parse_manifest(content: &str) -> anyhow::Result<Vec<Value>> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple(content).context("the manifest is not valid YAML")?;
+    let mut objects = Vec::new();
+    for document in documents {
+        match document {
+            Value::Null => {}
+            Value::Object(ref map)
+                if map
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List"))
+                    && map.get("items").is_some_and(Value::is_array) =>
+            {
+                objects.extend(map["items"].as_array().cloned().unwrap_or_default());
+            }
+            Value::Object(ref map)
+                if map.contains_key("apiVersion") && map.contains_key("kind") =>
+            {
+                objects.push(document);
+            }
+            other => bail!("a manifest document is not a Kubernetes object: {other}"),
+        }
+    }
+    Ok(objects)
+}
+
+fn describe(target: &Target) -> String {
+    let kind = target.resource.kind.to_lowercase();
+    match &target.namespace {
+        Some(ns) => format!("{kind} {ns}/{}", target.name),
+        None => format!("{kind} {}", target.name),
+    }
+}
+
+fn write_references(work_dir: &Path, references: &[Value]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(work_dir)
+        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    let path = work_dir.join(OBJECTS_FILE);
+    std::fs::write(&path, serde_json::to_vec_pretty(references)?)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn read_references(work_dir: &Path) -> anyhow::Result<Vec<Value>> {
+    let path = work_dir.join(OBJECTS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a list of object references", path.display())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(err) => Err(err).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Discovery of the kinds a manifest uses, one request per group/version/kind.
+#[derive(Default)]
+struct Discovery {
+    known: HashMap<(String, String), (ApiResource, ApiCapabilities)>,
+}
+
+impl Discovery {
+    async fn resolve(
+        &mut self,
+        client: &kube_client::Client,
+        object: &Value,
+    ) -> anyhow::Result<(ApiResource, ApiCapabilities)> {
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(found) = self.known.get(&key) {
+            return Ok(found.clone());
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = pinned_kind(client, &gvk)
+            .await
+            .with_context(|| format!("the cluster does not serve {kind} in {api_version}"))?;
+        self.known.insert(key, found.clone());
+        Ok(found)
+    }
+}
