@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use kube_client::api::{Api, Patch, PatchParams};
 use kube_client::runtime::controller::{Action, Controller};
-use kube_client::runtime::watcher;
+use kube_client::runtime::{Predicate as _, WatchStreamExt as _, predicates, reflector, watcher};
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{App, Install, InstallStack};
 use serde_json::json;
@@ -44,19 +44,30 @@ pub async fn run(client: Client, options: StackOptions) {
         .filter_map(
             |event| async move { matches!(event, Ok(watcher::Event::Apply(_))).then_some(()) },
         );
-    Controller::new(
+    // Only spec and label changes of an Install change its stack: the install
+    // controller's many status updates must not re-render it each time.
+    let (reader, writer) = reflector::store();
+    let installs = watcher::watcher(
         Api::<Install>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(Api::<InstallStack>::all(client), watcher::Config::default())
-    .reconcile_all_on(app_changes)
-    .run(reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(err) = result {
-            tracing::debug!(error = %err, "install stack reconcile");
-        }
-    })
-    .await;
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(
+        predicates::generation.combine(predicates::labels),
+        Default::default(),
+    );
+    Controller::for_stream(installs, reader)
+        .owns(Api::<InstallStack>::all(client), watcher::Config::default())
+        .reconcile_all_on(app_changes)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "install stack reconcile");
+            }
+        })
+        .await;
 }
 
 async fn reconcile(
