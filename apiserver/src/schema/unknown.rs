@@ -113,6 +113,11 @@ fn prune_value(schema: Option<&Value>, value: &mut Value, path: &str, unknown: &
         Value::Object(fields) => prune_fields(schema, fields, path, unknown),
         Value::Array(items) => {
             let items_schema = schema.and_then(|s| s.get("items"));
+            let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+            if items_schema.is_none() && preserve {
+                // Any value, an array of objects too: the whole subtree is kept.
+                return;
+            }
             for (i, item) in items.iter_mut().enumerate() {
                 prune_value(items_schema, item, &format!("{path}[{i}]"), unknown);
             }

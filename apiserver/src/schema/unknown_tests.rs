@@ -16,6 +16,8 @@ fn schema() -> Value {
                 }},
                 "labels": {"type": "object", "additionalProperties": true},
                 "document": {"x-kubernetes-preserve-unknown-fields": true},
+                "outputs": {"type": "object",
+                            "additionalProperties": {"x-kubernetes-preserve-unknown-fields": true}},
                 "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
                          "properties": {"known": {"type": "object", "properties": {}}}},
                 "template": {"type": "object", "x-kubernetes-embedded-resource": true,
@@ -43,6 +45,7 @@ fn a_known_object_has_no_unknown_fields_and_survives_pruning() {
         "spec": {"name": "x", "inputs": [{"name": "i"}], "variables": {"k": {"value": "v"}},
                  "labels": {"free": {"form": 1}}, "document": {"Version": [1, {"a": 2}]},
                  "open": {"anything": 1}, "choice": {"a": "x", "b": "y"},
+                 "outputs": {"steps": [{"name": "s", "exitCode": 0}], "n": 1},
                  "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                               "spec": {}}},
         "status": {"phase": "Ready"}
