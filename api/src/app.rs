@@ -116,8 +116,14 @@ pub struct Sandbox {
     /// How the sandbox is defined.
     #[serde(rename = "type")]
     pub type_: SandboxType,
-    /// Module source address or template URL.
+    /// Module source address or template URL; for `terraform_module`, `files` may
+    /// give the module inline instead (exactly one of the two is set).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// The module inline (`terraform_module` only): file name (`main.tf`, no
+    /// directories) to content. Like every string of the sandbox, a template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
     /// Variables (module variables or stack parameters), each a template.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, String>,
@@ -239,10 +245,21 @@ impl AppSpec {
             }
         }
         if let Some(sandbox) = &self.sandbox {
-            errors.extend(validate_required(
-                &format!("{field}.sandbox.source"),
-                &sandbox.source,
-            ));
+            let at = format!("{field}.sandbox");
+            match sandbox.type_ {
+                SandboxType::TerraformModule => errors.extend(
+                    crate::component::validate_module_source(&at, &sandbox.source, &sandbox.files),
+                ),
+                SandboxType::Cloudformation => {
+                    errors.extend(validate_required(&format!("{at}.source"), &sandbox.source));
+                    if !sandbox.files.is_empty() {
+                        errors.push(FieldError::forbidden(
+                            format!("{at}.files"),
+                            "inline files are for terraform_module sandboxes",
+                        ));
+                    }
+                }
+            }
             for (op, role) in &sandbox.operation_roles {
                 let at = format!("{field}.sandbox.operationRoles.{op}");
                 match Operation::parse(op) {

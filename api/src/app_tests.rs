@@ -169,6 +169,40 @@ fn sandbox_roles_must_be_declared_and_operations_known() {
 }
 
 #[test]
+fn a_terraform_sandbox_has_a_source_or_inline_files() {
+    let mut app = valid();
+    let sandbox = app.spec.sandbox.as_mut().unwrap();
+    sandbox.source = String::new();
+    sandbox.files.insert("main.tf".into(), "".into());
+    assert_eq!(errors(&app), []);
+    let sandbox = app.spec.sandbox.as_mut().unwrap();
+    sandbox.source = "github.com/acme/sandbox".into();
+    sandbox.files.insert("../x.tf".into(), "".into());
+    assert_eq!(
+        errors(&app),
+        [
+            ("spec.sandbox.files".into(), FieldErrorKind::Forbidden),
+            ("spec.sandbox.files".into(), FieldErrorKind::Invalid),
+        ]
+    );
+    let sandbox = app.spec.sandbox.as_mut().unwrap();
+    sandbox.files.clear();
+    sandbox.source.clear();
+    assert_eq!(
+        errors(&app),
+        [("spec.sandbox.source".into(), FieldErrorKind::Required)]
+    );
+    let sandbox = app.spec.sandbox.as_mut().unwrap();
+    sandbox.type_ = SandboxType::Cloudformation;
+    sandbox.source = "https://example.com/t.yaml".into();
+    sandbox.files.insert("main.tf".into(), "".into());
+    assert_eq!(
+        errors(&app),
+        [("spec.sandbox.files".into(), FieldErrorKind::Forbidden)]
+    );
+}
+
+#[test]
 fn default_role_follows_operation() {
     let app = valid();
     assert_eq!(

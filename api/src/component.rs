@@ -5,8 +5,8 @@ use crate::drift::DriftSettings;
 use crate::operation::{EntityKind, Operation};
 use crate::role::validate_role_name;
 use crate::validation::{
-    FieldError, NameRule, Validate, duplicates, validate_name, validate_object_name,
-    validate_required,
+    FieldError, NameRule, Validate, duplicates, validate_identifier, validate_name,
+    validate_object_name, validate_required,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
@@ -131,6 +131,17 @@ pub struct ManifestSource {
     pub namespace: Option<String>,
     /// The manifests, a template rendered before parsing.
     pub content: String,
+    /// Outputs reported once the manifests are applied, each a template: what other
+    /// components need to reach these objects (a Service's in-cluster address), as
+    /// `components.<name>.outputs.<output>`. `objects` (the applied objects'
+    /// references) is always reported and cannot be declared.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
+}
+
+impl ManifestSource {
+    /// The output every applied manifest reports: the applied objects' references.
+    pub const OBJECTS_OUTPUT: &'static str = "objects";
 }
 
 /// A Helm chart.
@@ -219,31 +230,41 @@ impl TerraformSource {
     /// Checks that exactly one of `source` and `files` is set and that inline file
     /// names are plain file names.
     fn validate_at(&self, field: &str) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        match (self.source.trim().is_empty(), self.files.is_empty()) {
-            (true, true) => errors.push(FieldError::required(
-                format!("{field}.source"),
-                "one of source or files",
-            )),
-            (false, false) => errors.push(FieldError::forbidden(
-                format!("{field}.files"),
-                "set only one of source and files",
-            )),
-            _ => {}
-        }
-        for name in self.files.keys() {
-            let plain =
-                !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
-            if !plain {
-                errors.push(FieldError::invalid(
-                    format!("{field}.files"),
-                    name,
-                    "must be a plain file name (no directories, not starting with '.')",
-                ));
-            }
-        }
-        errors
+        validate_module_source(field, &self.source, &self.files)
     }
+}
+
+/// Checks a module given either by address (`source`) or inline (`files`): exactly
+/// one of them is set, and inline file names are plain file names. Shared by
+/// components' `terraform` block and the App's sandbox.
+pub(crate) fn validate_module_source(
+    field: &str,
+    source: &str,
+    files: &BTreeMap<String, String>,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    match (source.trim().is_empty(), files.is_empty()) {
+        (true, true) => errors.push(FieldError::required(
+            format!("{field}.source"),
+            "one of source or files",
+        )),
+        (false, false) => errors.push(FieldError::forbidden(
+            format!("{field}.files"),
+            "set only one of source and files",
+        )),
+        _ => {}
+    }
+    for name in files.keys() {
+        let plain = !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+        if !plain {
+            errors.push(FieldError::invalid(
+                format!("{field}.files"),
+                name,
+                "must be a plain file name (no directories, not starting with '.')",
+            ));
+        }
+    }
+    errors
 }
 
 impl ComponentSpec {
@@ -310,6 +331,19 @@ impl Validate for Component {
         }
         if let Some(terraform) = &spec.terraform {
             errors.extend(terraform.validate_at("spec.terraform"));
+        }
+        if let Some(manifest) = &spec.manifest {
+            for name in manifest.outputs.keys() {
+                let field = format!("spec.manifest.outputs.{name}");
+                if name == ManifestSource::OBJECTS_OUTPUT {
+                    errors.push(FieldError::forbidden(
+                        field,
+                        "`objects` is reported by the runner: the applied objects' references",
+                    ));
+                } else {
+                    errors.extend(validate_identifier(&field, name));
+                }
+            }
         }
         for (i, dep) in spec.dependencies.iter().enumerate() {
             let field = format!("spec.dependencies[{i}]");
@@ -419,6 +453,30 @@ mod tests {
         );
         c.spec.manifest = None;
         assert_eq!(errors(&c), []);
+    }
+
+    #[test]
+    fn manifest_outputs_are_identifiers_other_than_objects() {
+        let mut c = web();
+        let outputs = &mut c.spec.manifest.as_mut().unwrap().outputs;
+        outputs.insert("host".into(), "web.shop.svc:80".into());
+        assert_eq!(errors(&c), []);
+        let outputs = &mut c.spec.manifest.as_mut().unwrap().outputs;
+        outputs.insert("objects".into(), "x".into());
+        outputs.insert("Bad-Name".into(), "x".into());
+        assert_eq!(
+            errors(&c),
+            [
+                (
+                    "spec.manifest.outputs.Bad-Name".into(),
+                    FieldErrorKind::Invalid
+                ),
+                (
+                    "spec.manifest.outputs.objects".into(),
+                    FieldErrorKind::Forbidden
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -57,7 +57,8 @@ fn context(dir: &std::path::Path, operation: Operation, desired: Value) -> StepC
 }
 
 fn component(content: &str) -> Value {
-    json!({"type": "kubernetes_manifest", "manifest": {"namespace": "shop", "content": content}})
+    json!({"type": "kubernetes_manifest", "manifest": {"namespace": "shop", "content": content,
+        "outputs": {"url": "http://web.shop.svc.cluster.local"}}})
 }
 
 fn deployments() -> ApiResource {
@@ -102,8 +103,14 @@ async fn plans_applies_observes_and_tears_down() {
         "a plan changes nothing"
     );
 
-    // Apply: outputs name the objects; a second plan sees no changes.
+    // Apply: outputs name the objects, next to the declared ones; a second plan sees
+    // no changes.
     let applied = executor.apply(&deploy, &diff).await.unwrap();
+    assert_eq!(
+        applied.outputs.keys().collect::<Vec<_>>(),
+        ["objects", "url"]
+    );
+    assert_eq!(applied.outputs["url"], "http://web.shop.svc.cluster.local");
     let objects = applied.outputs["objects"].as_array().unwrap();
     assert_eq!(objects.len(), 2);
     assert_eq!(objects[1]["kind"], "Deployment");

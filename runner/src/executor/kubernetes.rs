@@ -3,8 +3,9 @@
 //! * **plan**: every object of the manifest is applied with `dryRun=All` (field
 //!   manager `outpost-runner`, forced); the diff is the list of dry-run results, and
 //!   each is compared with the live object, both [normalised](normalise).
-//! * **apply**: the same server-side apply for real; outputs name the applied objects;
-//!   the normalised results are the baseline drift compares with. The object
+//! * **apply**: the same server-side apply for real; outputs name the applied objects
+//!   (`objects`), next to the outputs the component declares (`manifest.outputs`, as
+//!   the control plane rendered them); the normalised results are the baseline drift compares with. The object
 //!   references are also kept in the entity's work directory, for teardown.
 //! * **observe**: reads each last-applied object back, normalised (`null` if gone);
 //!   [`watch_objects`] wakes drift detection as soon as one of them changes.
@@ -23,7 +24,7 @@ use kube_client::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
 use kube_client::discovery::{ApiCapabilities, Scope, pinned_kind};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
-use outpost_api::{Operation, PolicyInput};
+use outpost_api::{ManifestSource, Operation, PolicyInput};
 use serde_json::{Value, json};
 
 use super::{Applied, Diff, Executor, StepContext};
@@ -264,6 +265,16 @@ impl KubernetesExecutor {
     }
 }
 
+/// The outputs a rendered component declares (`manifest.outputs`), as strings.
+fn declared_outputs(desired: &Value) -> std::collections::BTreeMap<String, Value> {
+    desired["manifest"]["outputs"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
+}
+
 impl Executor for KubernetesExecutor {
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
         Box::pin(async move {
@@ -329,8 +340,13 @@ impl Executor for KubernetesExecutor {
                 applied.push(normalise(&serde_json::to_value(result)?));
             }
             write_references(&ctx.work_dir, &references)?;
+            let mut outputs = declared_outputs(&ctx.desired);
+            outputs.insert(
+                ManifestSource::OBJECTS_OUTPUT.to_owned(),
+                Value::Array(references),
+            );
             Ok(Applied {
-                outputs: [("objects".to_owned(), Value::Array(references))].into(),
+                outputs,
                 log,
                 last_applied: Value::Array(applied),
             })

@@ -13,8 +13,8 @@
 //!   `show -json` (state on disk is not changed).
 //!
 //! Module sources: a local directory (absolute path or `file://` URL), copied; or the
-//! module inline (`terraform.files`). Registry and VCS addresses are refused: the
-//! runner does not fetch modules. Teardown Plans (whose desired state names no module)
+//! module inline (a component's `terraform.files`, the sandbox's `files`). Registry and
+//! VCS addresses are refused: the runner does not fetch modules. Teardown Plans (whose desired state names no module)
 //! destroy what the work dir holds.
 //!
 //! Secrets: the step environment ([`StepContext::env`], the role's credentials and

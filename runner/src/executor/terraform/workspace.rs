@@ -46,12 +46,15 @@ pub enum Origin {
     Files(BTreeMap<String, String>),
 }
 
-/// The sandbox block of an App (`{type, source, variables}`).
+/// The sandbox block of an App (`{type, source or files, variables}`).
 #[derive(Deserialize)]
 struct SandboxBlock {
     #[serde(rename = "type")]
     type_: String,
+    #[serde(default)]
     source: String,
+    #[serde(default)]
+    files: BTreeMap<String, String>,
     #[serde(default)]
     variables: BTreeMap<String, String>,
 }
@@ -74,7 +77,8 @@ pub fn module_of(desired: &Value) -> Result<Option<ModuleSpec>, TerraformError> 
         }));
     }
     let sandbox = desired.get("sandbox").unwrap_or(desired);
-    if sandbox.get("source").is_some() && sandbox.get("type").is_some() {
+    let names_module = sandbox.get("source").is_some() || sandbox.get("files").is_some();
+    if names_module && sandbox.get("type").is_some() {
         let block: SandboxBlock = serde_json::from_value(sandbox.clone()).map_err(invalid)?;
         if block.type_ != "terraform_module" {
             return Err(TerraformError::InvalidDesiredState(format!(
@@ -82,8 +86,13 @@ pub fn module_of(desired: &Value) -> Result<Option<ModuleSpec>, TerraformError> 
                 block.type_
             )));
         }
+        let origin = if block.files.is_empty() {
+            Origin::Directory(local_directory(&block.source)?)
+        } else {
+            Origin::Files(block.files)
+        };
         return Ok(Some(ModuleSpec {
-            origin: Origin::Directory(local_directory(&block.source)?),
+            origin,
             variables: block.variables,
         }));
     }
@@ -248,6 +257,14 @@ mod tests {
         );
         let bare = json!({"type": "terraform_module", "source": "/s", "operationRoles": {}});
         assert!(module_of(&bare).unwrap().is_some());
+        let inline = json!({"type": "terraform_module", "files": {"main.tf": "x"},
+            "variables": {"name": "n"}});
+        let spec = module_of(&inline).unwrap().unwrap();
+        assert_eq!(
+            spec.origin,
+            Origin::Files(BTreeMap::from([("main.tf".into(), "x".into())]))
+        );
+        assert_eq!(spec.variables["name"], "n");
         assert_eq!(module_of(&json!({"component": "db"})).unwrap(), None);
         let remote = json!({"terraform": {"source": "registry.terraform.io/acme/db/aws"}});
         assert!(matches!(
