@@ -53,7 +53,6 @@ fn example_app_renders_and_resolves_roles() {
         components: [
             ("database", "endpoint", "db:5432"),
             ("cache", "host", "redis"),
-            ("web-image", "image", "ecr/shopfront:1.8.2"),
         ]
         .into_iter()
         .map(|(c, k, v)| (c.to_owned(), [(k.to_owned(), json!(v))].into()))
@@ -68,12 +67,25 @@ fn example_app_renders_and_resolves_roles() {
         .render_value(&serde_json::to_value(&web.spec).unwrap())
         .unwrap();
     let content = rendered["manifest"]["content"].as_str().unwrap();
-    assert!(
-        content.contains(r#"image: "ecr/shopfront:1.8.2""#),
-        "{content}"
-    );
+    assert!(content.contains(r#"value: "redis""#), "{content}");
     assert!(content.contains(r#"value: "shop.acme.example""#));
-    assert_eq!(secret_references(content), ["db_password"]);
+    assert_eq!(
+        secret_references(content),
+        Vec::<&str>::new(),
+        "web reads the password from its Secret"
+    );
+    let database = components
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some("database"))
+        .unwrap();
+    let rendered_database = context
+        .render_value(&serde_json::to_value(&database.spec).unwrap())
+        .unwrap();
+    assert_eq!(
+        rendered_database["terraform"]["variables"]["master_password"],
+        "${outpost-secret:db_password}",
+        "secrets render to references"
+    );
     assert!(
         templates_in(&rendered)
             .iter()

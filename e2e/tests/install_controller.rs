@@ -20,7 +20,6 @@ fn outputs(plan: &Plan) -> serde_json::Value {
         ("provision", _) => json!({"private_subnet_ids": ["subnet-a", "subnet-b"]}),
         ("deploy", "database") => json!({"endpoint": "db.internal:5432"}),
         ("deploy", "cache") => json!({"host": "cache.internal:6379"}),
-        ("deploy", "web-image") => json!({"image": "registry.example/web@sha256:abc"}),
         _ => json!({}),
     }
 }
@@ -131,7 +130,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         ("provision".to_owned(), "sandbox".to_owned()),
         "{order:?}"
     );
-    for dependency in ["database", "cache", "web-image"] {
+    for dependency in ["database", "cache"] {
         assert!(
             position(&order, "deploy", dependency) < position(&order, "deploy", "web"),
             "{order:?}"
@@ -312,7 +311,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         position(&teardown, "teardown", "ingress") < position(&teardown, "teardown", "web"),
         "{teardown:?}"
     );
-    for dependency in ["database", "cache", "web-image"] {
+    for dependency in ["database", "cache"] {
         assert!(
             position(&teardown, "teardown", "web") < position(&teardown, "teardown", dependency),
             "{teardown:?}"
@@ -362,8 +361,8 @@ async fn killing_the_controllers_mid_rollout_creates_no_duplicate_plans(backend:
     }
     assert_eq!(
         all.len(),
-        7,
-        "sandbox, five components and the migrate trigger: {order:?}"
+        6,
+        "sandbox, four components and the migrate trigger: {order:?}"
     );
 }
 
