@@ -108,6 +108,10 @@ pub struct PlanStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "any_value_map")]
     pub outputs: BTreeMap<String, Value>,
+    /// What the executor printed while applying (job and action steps: stdout and stderr
+    /// interleaved, per step; terraform: `apply`'s output), the last 64 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
     /// Conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -389,6 +389,15 @@ async fn the_example_app_drives_an_install_to_active() {
         record.contains(&format!("{} up", endpoint.as_str().unwrap())),
         "the step saw the database's endpoint: {record}"
     );
+    // What the step printed is attached to its Plan.
+    let log = migrate_status.log.unwrap_or_default();
+    assert!(
+        log.contains(&format!(
+            "migrating the shop schema on {}",
+            endpoint.as_str().unwrap()
+        )) && log.contains("== step migrate exited with code 0 =="),
+        "the migrate Plan carries its step's output: {log}"
+    );
 
     let events = flow.audit_verifies().await;
     let plans = flow.all_plans().await.len();

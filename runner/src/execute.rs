@@ -45,6 +45,7 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
     let stage = match run(session, &plan, resume, &subject).await {
         Ok(applied) => Stage::Applied {
             outputs: applied.outputs,
+            log: applied.log,
         },
         Err(Failure { message, refused }) => {
             let type_ = if refused {

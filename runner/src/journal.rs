@@ -34,6 +34,9 @@ pub enum Stage {
     Applied {
         /// The outputs to report.
         outputs: BTreeMap<String, Value>,
+        /// What the executor printed (reported as `status.log`).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        log: String,
     },
     /// The Plan failed locally with this reason; not yet reported.
     Failed {
@@ -183,7 +186,14 @@ mod tests {
                 .unwrap();
             let outputs = BTreeMap::from([("endpoint".to_owned(), json!("db:5432"))]);
             journal
-                .record("b", "ub", Stage::Applied { outputs })
+                .record(
+                    "b",
+                    "ub",
+                    Stage::Applied {
+                        outputs,
+                        log: String::new(),
+                    },
+                )
                 .unwrap();
             journal.record("c", "uc", Stage::Claimed).unwrap();
             journal.record("c", "uc", Stage::Reported).unwrap();
@@ -196,7 +206,7 @@ mod tests {
         );
         assert!(matches!(open[0].stage, Stage::Applying { .. }));
         match &open[1].stage {
-            Stage::Applied { outputs } => assert_eq!(outputs["endpoint"], json!("db:5432")),
+            Stage::Applied { outputs, .. } => assert_eq!(outputs["endpoint"], json!("db:5432")),
             other => panic!("b should be applied, is {other:?}"),
         }
         assert_eq!(journal.stage("uc"), Some(&Stage::Reported));

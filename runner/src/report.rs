@@ -35,14 +35,22 @@ pub async fn report_plans(session: Arc<Session>) {
             .filter(|r| matches!(r.stage, Stage::Applied { .. } | Stage::Failed { .. }))
             .collect();
         for record in owed {
-            let (phase, message, outputs) = match &record.stage {
-                Stage::Applied { outputs } => (PlanPhase::Succeeded, None, outputs.clone()),
-                Stage::Failed { message } => {
-                    (PlanPhase::Failed, Some(message.clone()), BTreeMap::new())
-                }
+            let (phase, message, outputs, log) = match &record.stage {
+                Stage::Applied { outputs, log } => (
+                    PlanPhase::Succeeded,
+                    None,
+                    outputs.clone(),
+                    (!log.is_empty()).then(|| log.clone()),
+                ),
+                Stage::Failed { message } => (
+                    PlanPhase::Failed,
+                    Some(message.clone()),
+                    BTreeMap::new(),
+                    None,
+                ),
                 _ => unreachable!("filtered above"),
             };
-            match report_phase(&session, &record.plan, phase, message, outputs).await {
+            match report_phase(&session, &record.plan, phase, message, outputs, log).await {
                 Ok(()) => session
                     .journal
                     .lock()
@@ -67,12 +75,14 @@ async fn report_phase(
     phase: PlanPhase,
     message: Option<String>,
     outputs: BTreeMap<String, Value>,
+    log: Option<String>,
 ) -> Result<(), kube_client::Error> {
     let patch = Patch::Merge(json!({"status": {
         "phase": phase,
         "finishedAt": Time(jiff::Timestamp::now()),
         "message": message,
         "outputs": outputs,
+        "log": log,
     }}));
     let params = PatchParams::default();
     let result = crate::retry::retry(3, || session.plans.patch_status(plan, &params, &patch)).await;
