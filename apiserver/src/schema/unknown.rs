@@ -113,6 +113,12 @@ fn prune_value(schema: Option<&Value>, value: &mut Value, path: &str, unknown: &
         Value::Object(fields) => prune_fields(schema, fields, path, unknown),
         Value::Array(items) => {
             let items_schema = schema.and_then(|s| s.get("items"));
+            let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+            if items_schema.is_none() && preserve {
+                // A free-form value (`serde_json::Value`, a map's values) that is an
+                // array: nothing in it is unknown; kube-apiserver keeps it whole.
+                return;
+            }
             for (i, item) in items.iter_mut().enumerate() {
                 prune_value(items_schema, item, &format!("{path}[{i}]"), unknown);
             }
