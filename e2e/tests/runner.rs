@@ -563,7 +563,10 @@ async fn with_the_apiserver_down_the_runner_finishes_and_reports_once_it_is_back
     );
     // Keep the control plane away for the whole outage; the runner keeps going.
     tokio::time::sleep(OUTAGE.saturating_sub(stopped.elapsed())).await;
-    assert!(runner.is_running(), "the runner survived a {OUTAGE:?} outage");
+    assert!(
+        runner.is_running(),
+        "the runner survived a {OUTAGE:?} outage"
+    );
     let offline = local_events(&dirs.state);
     cp.start_again().await;
     println!("the control plane was away for {:?}", stopped.elapsed());
@@ -583,7 +586,10 @@ async fn with_the_apiserver_down_the_runner_finishes_and_reports_once_it_is_back
     }
     // Everything recorded offline (and after) is shipped once and verifies.
     let shipped = shipped_and_verified(&cp, &dirs.state).await;
-    assert!(shipped >= offline, "{shipped} shipped, {offline} recorded by the outage's end");
+    assert!(
+        shipped >= offline,
+        "{shipped} shipped, {offline} recorded by the outage's end"
+    );
     // Exactly once: one apply and one report per Plan.
     let applied = applies(&dirs.out);
     assert_eq!(

@@ -210,7 +210,10 @@ async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_onc
     let (code, out) = audit_verify(&cp);
     assert_eq!(
         (code, out.trim()),
-        (0, format!("{} events verified", local_events(&state)).as_str()),
+        (
+            0,
+            format!("{} events verified", local_events(&state)).as_str()
+        ),
         "the shipped audit log verifies"
     );
 
@@ -219,7 +222,10 @@ async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_onc
     let mut audited_applies = BTreeMap::<String, usize>::new();
     for event in events.list(&ListParams::default()).await.unwrap().items {
         let spec = event.spec;
-        let failed = spec.details.as_ref().is_some_and(|d| d.get("failed").is_some());
+        let failed = spec
+            .details
+            .as_ref()
+            .is_some_and(|d| d.get("failed").is_some());
         if spec.type_ == AuditEventType::Apply && !failed {
             *audited_applies.entry(spec.plan.unwrap()).or_default() += 1;
         }

@@ -47,7 +47,11 @@ fn missing_flags_are_named_and_nothing_starts() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    for flag in ["--server <SERVER>", "--token <TOKEN>", "--state-dir <STATE_DIR>"] {
+    for flag in [
+        "--server <SERVER>",
+        "--token <TOKEN>",
+        "--state-dir <STATE_DIR>",
+    ] {
         assert!(stderr.contains(flag), "{flag} not named in:\n{stderr}");
     }
 }
