@@ -62,6 +62,30 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1_800)]
         timeout_seconds: u64,
     },
+    /// Approval-to-claim latency of the real `outpost-runner` process (next to this
+    /// executable) against an in-process API server on the embedded store, over
+    /// loopback: Plans approved one at a time, then in bursts. Prints the distribution.
+    Runner {
+        /// Plans approved one at a time, each once the previous one finished.
+        #[arg(long, default_value_t = 200)]
+        plans: usize,
+        /// Milliseconds between a Plan finishing and the next approval.
+        #[arg(long, default_value_t = 100)]
+        gap_ms: u64,
+        /// Plans approved back to back per burst (0 skips bursts).
+        #[arg(long, default_value_t = 20)]
+        burst: usize,
+        /// Bursts.
+        #[arg(long, default_value_t = 5)]
+        bursts: usize,
+    },
+    /// The `outpost-runner` binary's stripped size and a registered, idle runner's RSS,
+    /// as ratios to the goals (25 MiB, 20 MiB), next to `outpost runner`'s.
+    RunnerFootprint {
+        /// Seconds each runner idles after registering before its memory is read.
+        #[arg(long, default_value_t = 5)]
+        idle_seconds: u64,
+    },
 }
 
 /// Runs a benchmark and prints its report.
@@ -80,6 +104,33 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             eprintln!(
                 "running the controllers benchmark ({installs} installs x {components} components)..."
             );
+            let report = bench.run().await?;
+            print!("{report}");
+        }
+        BenchCommand::Runner {
+            plans,
+            gap_ms,
+            burst,
+            bursts,
+        } => {
+            let bench = crate::bench_runner::RunnerBench {
+                plans,
+                gap: Duration::from_millis(gap_ms),
+                burst,
+                bursts,
+            };
+            eprintln!(
+                "running the runner dispatch benchmark ({plans} plans one at a time, \
+                 {bursts} bursts of {burst})..."
+            );
+            let report = bench.run().await?;
+            print!("{report}");
+        }
+        BenchCommand::RunnerFootprint { idle_seconds } => {
+            let bench = crate::bench_runner_footprint::RunnerFootprint {
+                idle: Duration::from_secs(idle_seconds),
+            };
+            eprintln!("measuring the runner's footprint...");
             let report = bench.run().await?;
             print!("{report}");
         }

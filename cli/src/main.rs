@@ -3,6 +3,8 @@
 mod audit;
 mod bench;
 mod bench_controllers;
+mod bench_runner;
+mod bench_runner_footprint;
 mod client;
 mod controllers;
 mod manifests;

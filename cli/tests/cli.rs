@@ -127,6 +127,74 @@ fn bench_api_prints_http_and_store_rates_and_fan_out_percentiles() {
     }
 }
 
+/// Runs `outpost bench ARGS` (the runner benches need `outpost-runner` built next to
+/// `outpost`, as `./x test` and `./x bench` build it) and returns its standard output.
+fn bench(args: &[&str]) -> String {
+    let output = outpost().arg("bench").args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn bench_runner_prints_the_dispatch_distribution_and_its_ratio_to_the_goal() {
+    let stdout = bench(&[
+        "runner", "--plans", "10", "--gap-ms", "20", "--burst", "3", "--bursts", "2",
+    ]);
+    for (mode, plans) in [
+        ("one at a time", "10"),
+        ("burst of 3: first Plan", "2"),
+        ("burst of 3: every Plan", "6"),
+    ] {
+        let row = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(mode))
+            .unwrap_or_else(|| panic!("no {mode:?} row:\n{stdout}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols.len(), 8, "{row}");
+        assert_eq!(cols[0], plans, "{row}");
+        let (p50, p99, max): (f64, f64, f64) = (
+            cols[2].parse().unwrap(),
+            cols[4].parse().unwrap(),
+            cols[5].parse().unwrap(),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{row}");
+        assert_eq!(cols[6], format!("{plans}/0"), "every Plan succeeded: {row}");
+        let ratio: f64 = cols[7].parse().unwrap();
+        assert!((ratio - p99 / 100.0).abs() < 0.01, "p99/100ms: {row}");
+        assert!(
+            stdout.contains(&format!("{mode} histogram (ms): <2: ")),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn bench_runner_footprint_prints_size_and_idle_memory_against_the_goals() {
+    let stdout = bench(&["runner-footprint", "--idle-seconds", "1"]);
+    let figure = |prefix: &str| -> (f64, f64) {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line:\n{stdout}"));
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let mib = cols.iter().position(|c| *c == "MiB").unwrap();
+        let value: f64 = cols[mib - 1].parse().unwrap();
+        let ratio: f64 = cols.last().unwrap().parse().unwrap();
+        (value, ratio)
+    };
+    let (size, ratio) = figure("stripped:");
+    assert!(size > 1.0 && (ratio - size / 25.0).abs() < 0.01, "{stdout}");
+    for runner in ["outpost-runner   VmRSS", "outpost runner   VmRSS"] {
+        let (rss, ratio) = figure(runner);
+        assert!(rss > 1.0 && (ratio - rss / 20.0).abs() < 0.01, "{stdout}");
+    }
+}
+
 #[test]
 fn up_serves_the_example_app_and_resumes() {
     let dir = tempfile::tempdir().unwrap();

@@ -21,15 +21,27 @@ pub enum Backend {
 /// # Panics
 /// If it has not been built; `./x test` builds it first.
 pub fn outpost_binary() -> PathBuf {
+    workspace_binary("outpost", "outpost")
+}
+
+/// The `outpost-runner` binary (the runner alone) next to the test executable.
+///
+/// # Panics
+/// If it has not been built; `./x test` builds it first.
+pub fn runner_binary() -> PathBuf {
+    workspace_binary("outpost-runner", "outpost-runner")
+}
+
+fn workspace_binary(name: &str, package: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows where it runs from");
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("test binaries live in target/<profile>/deps");
-    let binary = profile_dir.join("outpost");
+    let binary = profile_dir.join(name);
     assert!(
         binary.exists(),
-        "{} is missing: build it with `cargo build -p outpost` (./x test does)",
+        "{} is missing: build it with `cargo build -p {package}` (./x test does)",
         binary.display()
     );
     binary
@@ -269,6 +281,11 @@ impl Process {
     /// Takes ownership of a started child process.
     pub fn new(child: Child) -> Self {
         Self(child)
+    }
+
+    /// Whether the process is still running (it has not exited).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
     }
 
     /// Kills the process now.

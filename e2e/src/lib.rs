@@ -6,7 +6,7 @@ mod cluster;
 mod kubectl;
 mod raw;
 
-pub use cluster::{Backend, ControlPlane, Process, outpost_binary};
+pub use cluster::{Backend, ControlPlane, Process, outpost_binary, runner_binary};
 pub use kubectl::{Kubectl, Run};
 pub use raw::Reply;
 

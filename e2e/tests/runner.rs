@@ -509,41 +509,96 @@ async fn kill_9_at_random_points_never_applies_a_step_twice() {
     );
 }
 
+/// How long the control plane stays away in the outage test.
+const OUTAGE: Duration = Duration::from_secs(60);
+
+/// How many `reported` records the journal holds for each Plan.
+fn reports(state: &Path) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(state.join("journal.jsonl")).unwrap_or_default();
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let record: Value = serde_json::from_str(line).unwrap_or_default();
+        if record["stage"] == "reported" {
+            *counts
+                .entry(record["plan"].as_str().unwrap_or_default().to_owned())
+                .or_default() += 1;
+        }
+    }
+    counts
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_apiserver_down_the_runner_finishes_and_reports_once_it_is_back() {
     let mut cp = ControlPlane::start(Backend::Embedded).await;
     let plans: Api<Plan> = Api::namespaced(cp.client().await, "default");
     let dirs = dirs();
-    let _runner = start_runner(
+    // Two approved Plans before the runner starts: it runs `first` (approved first) and
+    // has `second` queued when the control plane goes away.
+    let first = approved_plan(&plans, "first", desired("first", "job"), None).await;
+    let second = approved_plan(&plans, "second", desired("second", "job"), None).await;
+    let mut runner = start_runner(
         &cp,
         INSTALL,
         &dirs,
         &[("OUTPOST_TEST_APPLY_MS", "3000")],
         &[],
     );
-    let name = approved_plan(&plans, "slow", desired("slow", "job"), None).await;
-    eventually(20, "the plan to run", async || {
-        let plan = plans.get(&name).await.ok()?;
+    eventually(20, "the first plan to run", async || {
+        let plan = plans.get(&first).await.ok()?;
         (phase(&plan) == Some(PlanPhase::Running)).then_some(())
     })
     .await;
     cp.stop();
+    let stopped = Instant::now();
     let before = local_events(&dirs.state);
     // The apply finishes while the control plane is away: the outputs event is written locally.
-    let target = dirs.out.join("slow.json");
+    let target = dirs.out.join("first.json");
     eventually(20, "the apply to finish offline", async || {
         (target.exists() && local_events(&dirs.state) > before).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !dirs.out.join("second.json").exists(),
+        "the second plan cannot be claimed while the control plane is away"
+    );
+    // Keep the control plane away for the whole outage; the runner keeps going.
+    tokio::time::sleep(OUTAGE.saturating_sub(stopped.elapsed())).await;
+    assert!(
+        runner.is_running(),
+        "the runner survived a {OUTAGE:?} outage"
+    );
+    let offline = local_events(&dirs.state);
     cp.start_again().await;
+    println!("the control plane was away for {:?}", stopped.elapsed());
+
     let plans: Api<Plan> = Api::namespaced(cp.client().await, "default");
-    let plan = eventually(60, "the result to be reported", async || {
-        let plan = plans.get(&name).await.ok()?;
-        (phase(&plan) == Some(PlanPhase::Succeeded)).then_some(plan)
+    let done = eventually(90, "both results to be reported", async || {
+        let a = plans.get(&first).await.ok()?;
+        let b = plans.get(&second).await.ok()?;
+        (phase(&a) == Some(PlanPhase::Succeeded) && phase(&b) == Some(PlanPhase::Succeeded))
+            .then_some([a, b])
     })
     .await;
-    assert!(plan.status.unwrap().outputs.contains_key("file"));
-    assert_eq!(applies(&dirs.out)[&name], 1);
-    shipped_and_verified(&cp, &dirs.state).await;
+    for plan in done {
+        let status = plan.status.unwrap();
+        assert!(status.outputs.contains_key("file"), "{status:?}");
+        assert_eq!(status.claimed_by.as_deref(), Some(INSTALL));
+    }
+    // Everything recorded offline (and after) is shipped once and verifies.
+    let shipped = shipped_and_verified(&cp, &dirs.state).await;
+    assert!(
+        shipped >= offline,
+        "{shipped} shipped, {offline} recorded by the outage's end"
+    );
+    // Exactly once: one apply and one report per Plan.
+    let applied = applies(&dirs.out);
+    assert_eq!(
+        applied,
+        BTreeMap::from([(first.clone(), 1), (second.clone(), 1)])
+    );
+    assert_eq!(
+        reports(&dirs.state),
+        BTreeMap::from([(first, 1), (second, 1)]),
+        "each result was reported once"
+    );
 }

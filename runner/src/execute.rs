@@ -3,6 +3,7 @@
 //! audited; the result is journaled and reported by the reporter, so it survives the
 //! control plane being away and the runner being killed.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube_client::ResourceExt as _;
@@ -42,11 +43,22 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
             .and_then(|s| s.role.as_ref())
             .map(|r| r.name.clone()),
     };
-    let stage = match run(session, &plan, resume, &subject).await {
-        Ok(applied) => Stage::Applied {
-            outputs: applied.outputs,
-            log: applied.log,
-        },
+    let audited = match resume {
+        Resume::Interrupted => audited_outputs(session, &name),
+        Resume::Claimed => None,
+    };
+    let result = match audited {
+        Some(outputs) => {
+            tracing::info!(plan = %name, "the apply had completed and was audited before the runner stopped");
+            // Its printed output went with the process; the outputs are in the audit log.
+            Ok((outputs, String::new()))
+        }
+        None => run(session, &plan, resume, &subject)
+            .await
+            .map(|applied| (applied.outputs, applied.log)),
+    };
+    let stage = match result {
+        Ok((outputs, log)) => Stage::Applied { outputs, log },
         Err(Failure { message, refused }) => {
             let type_ = if refused {
                 AuditEventType::Refuse
@@ -64,6 +76,30 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
         .record(&name, &uid, stage)
         .expect("the journal in the state dir is writable");
     session.to_report.notify_one();
+}
+
+/// The outputs of the Plan's apply if the audit log shows that apply completed after the
+/// Plan's last claim: the runner stopped after auditing the outputs and before
+/// journaling them, so the Plan is done and must not be re-planned (a job would fail as
+/// interrupted although it ran to completion).
+fn audited_outputs(session: &Session, plan: &str) -> Option<BTreeMap<String, Value>> {
+    let audit = session
+        .audit
+        .lock()
+        .expect("audit lock is never poisoned: appends do not panic");
+    let events = audit.events();
+    let about = |e: &&outpost_api::AuditEventSpec| e.plan.as_deref() == Some(plan);
+    let claimed = events
+        .iter()
+        .rposition(|e| about(&e) && e.type_ == AuditEventType::Claim)?;
+    let outputs = events[claimed..]
+        .iter()
+        .filter(about)
+        .find(|e| e.type_ == AuditEventType::Outputs)?
+        .details
+        .as_ref()?
+        .get("outputs")?;
+    serde_json::from_value(outputs.clone()).ok()
 }
 
 /// Why a Plan failed, and whether the runner refused it (rather than trying and failing).

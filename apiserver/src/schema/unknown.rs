@@ -115,7 +115,8 @@ fn prune_value(schema: Option<&Value>, value: &mut Value, path: &str, unknown: &
             let items_schema = schema.and_then(|s| s.get("items"));
             let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
             if items_schema.is_none() && preserve {
-                // Any value, an array of objects too: the whole subtree is kept.
+                // A free-form value (`serde_json::Value`, a map's values) that is an
+                // array: nothing in it is unknown; kube-apiserver keeps it whole.
                 return;
             }
             for (i, item) in items.iter_mut().enumerate() {

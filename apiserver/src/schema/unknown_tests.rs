@@ -139,3 +139,26 @@ fn real_outpost_schemas_know_their_own_fields() {
     });
     assert_eq!(unknown_fields(schema, &object), ["spec.inputs[0].typo"]);
 }
+
+#[test]
+fn arrays_of_objects_in_preserved_values_are_kept_whole() {
+    // A `BTreeMap<String, serde_json::Value>` (a Plan's outputs): its values' schema
+    // preserves unknown fields and declares no `items`.
+    let schema = json!({
+        "type": "object",
+        "properties": {"status": {"type": "object", "properties": {
+            "outputs": {"type": "object", "additionalProperties": {
+                "x-kubernetes-preserve-unknown-fields": true
+            }}
+        }}}
+    });
+    let object = json!({"status": {"outputs": {
+        "steps": [{"name": "migrate", "exitCode": 0, "nested": [{"a": [1, {"b": 2}]}]}],
+        "refs": [["x", {"kind": "ConfigMap"}]],
+        "plain": {"k": [{"v": 1}]}
+    }}});
+    assert_eq!(unknown_fields(&schema, &object), Vec::<String>::new());
+    let mut pruned = object.clone();
+    prune(&schema, &mut pruned);
+    assert_eq!(pruned, object);
+}

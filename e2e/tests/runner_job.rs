@@ -1,0 +1,275 @@
+//! The real runner (`outpost-runner`, with its real `job` executor under bubblewrap and a
+//! minted runner token) killed with SIGKILL at random points across 100 Plans: every
+//! Plan ends Succeeded or Failed with a reason, no step ever runs twice, and the audit
+//! log shows each apply once and verifies.
+//!
+//! Each Plan's one step appends its Plan's name to `applies.log` in the job's work dir:
+//! the one host directory the sandbox may write, bound at the same path, so the file is
+//! read here, outside the sandbox, to count how often each step really ran.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use outpost_api::{AuditEvent, AuditEventType, Plan, PlanPhase};
+use outpost_e2e::{Backend, ControlPlane, Process, outpost_binary, runner_binary};
+use serde_json::json;
+
+const INSTALL: &str = "acme";
+const PLANS: usize = 100;
+
+/// Creates App `shop` and Install `acme`, and mints the install's runner token with
+/// `outpost token`, as an admin would.
+async fn install_with_token(cp: &ControlPlane) -> String {
+    let json = [("content-type", "application/json")];
+    let app = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "App",
+        "metadata": {"name": "shop"},
+        "spec": {"permissions": {"roles": [{"name": "acme-maintenance", "type": "maintenance"}]}}});
+    let install = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
+        "metadata": {"name": INSTALL},
+        "spec": {"app": "shop", "cloud": {"provider": "aws", "accountId": "111122223333",
+                 "region": "eu-west-1"}}});
+    let base = "/apis/outpost.dev/v1alpha1/namespaces/default";
+    for (plural, object) in [("apps", app), ("installs", install)] {
+        let reply = cp
+            .raw(
+                Some(&cp.admin_token),
+                "POST",
+                &format!("{base}/{plural}"),
+                &json,
+                object.to_string(),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "creating {plural}: {}", reply.text);
+    }
+    let output = Command::new(outpost_binary())
+        .args(["token", &format!("default/{INSTALL}"), "--kubeconfig"])
+        .arg(cp.kubeconfig(&cp.admin_token))
+        .output()
+        .expect("outpost token runs");
+    assert!(
+        output.status.success(),
+        "outpost token: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Starts `outpost-runner` for install `acme` with the runner token.
+fn start_runner(cp: &ControlPlane, token: &str, state: &Path) -> Process {
+    let child = Command::new(runner_binary())
+        .args(["--server", &cp.url, "--certificate-authority"])
+        .arg(&cp.tls.ca)
+        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
+        .arg(state)
+        .args(["--bwrap", "bwrap", "--heartbeat-seconds", "1"])
+        .env("OUTPOST_RUNNER_TOKEN", token)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("outpost-runner starts");
+    Process::new(child)
+}
+
+/// Creates approved Plan `name`: a deploy of job component `counter` whose step appends
+/// `name` to `applies.log` in the work dir, then takes a moment (a window to be killed in).
+async fn approved_job_plan(plans: &Api<Plan>, name: &str) {
+    let script = format!("echo {name} >> \"$OUTPOST_WORK_DIR/applies.log\"; sleep 0.05");
+    let desired = json!({"app": "shop", "type": "job",
+                         "job": {"image": "none", "command": ["/bin/sh", "-c", script]}});
+    let hash = outpost_api::content_hash(&desired);
+    let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
+        "spec": {"install": INSTALL, "operation": "deploy",
+                 "entity": {"kind": "component", "name": "counter"},
+                 "desiredState": desired, "contentHash": hash}});
+    plans
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(plan).unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = json!({"status": {
+        "phase": "Approved",
+        "role": {"name": "acme-maintenance", "level": "default"},
+        "approval": {"by": "test", "at": Time(jiff::Timestamp::now()), "contentHash": hash},
+    }});
+    plans
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+fn phase(plan: &Plan) -> Option<PlanPhase> {
+    plan.status.as_ref().and_then(|s| s.phase)
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `secs` with `what`.
+async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How many times each Plan's step ran, from the lines it appended.
+fn step_runs(state: &Path) -> BTreeMap<String, usize> {
+    let log = state.join("work/component-counter/job/applies.log");
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        *counts.entry(line.to_owned()).or_default() += 1;
+    }
+    counts
+}
+
+/// `outpost audit verify` as the admin: (exit code, output).
+fn audit_verify(cp: &ControlPlane) -> (i32, String) {
+    let output = Command::new(outpost_binary())
+        .args([
+            "audit",
+            "verify",
+            &format!("default/{INSTALL}"),
+            "--kubeconfig",
+        ])
+        .arg(cp.kubeconfig(&cp.admin_token))
+        .output()
+        .expect("outpost audit verify runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr),
+    )
+}
+
+fn local_events(state: &Path) -> usize {
+    std::fs::read_to_string(state.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_once() {
+    let cp = ControlPlane::start(Backend::Embedded).await;
+    let client = cp.client().await;
+    let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
+    let token = install_with_token(&cp).await;
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let names: Vec<String> = (0..PLANS).map(|i| format!("job-{i:03}")).collect();
+    for name in &names {
+        approved_job_plan(&plans, name).await;
+    }
+
+    // Kill the runner at random points until every Plan is final (or time is up).
+    let mut kills = 0;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let items = plans.list(&ListParams::default()).await.unwrap().items;
+        let finished = items
+            .iter()
+            .filter(|p| phase(p).is_some_and(PlanPhase::is_terminal))
+            .count();
+        if finished == PLANS || Instant::now() > deadline {
+            break;
+        }
+        let mut runner = start_runner(&cp, &token, &state);
+        tokio::time::sleep(Duration::from_millis(150 + rand::random::<u64>() % 600)).await;
+        runner.kill();
+        kills += 1;
+    }
+    // A last, undisturbed run finishes and reports whatever is left.
+    let mut runner = start_runner(&cp, &token, &state);
+    let done = eventually(120, "every plan to be final", async || {
+        let items = plans.list(&ListParams::default()).await.ok()?.items;
+        items
+            .iter()
+            .all(|p| phase(p).is_some_and(PlanPhase::is_terminal))
+            .then_some(items)
+    })
+    .await;
+    assert_eq!(done.len(), PLANS);
+
+    // Everything the runner recorded is shipped; then it is stopped so the log holds still.
+    eventually(60, "every audit event to be shipped", async || {
+        let shipped = std::fs::read_to_string(state.join("audit.shipped")).ok()?;
+        (shipped.trim() == local_events(&state).to_string()).then_some(())
+    })
+    .await;
+    runner.kill();
+    let (code, out) = audit_verify(&cp);
+    assert_eq!(
+        (code, out.trim()),
+        (
+            0,
+            format!("{} events verified", local_events(&state)).as_str()
+        ),
+        "the shipped audit log verifies"
+    );
+
+    // Successful applies per Plan, as the shipped audit log shows them.
+    let events: Api<AuditEvent> = Api::namespaced(client.clone(), "default");
+    let mut audited_applies = BTreeMap::<String, usize>::new();
+    for event in events.list(&ListParams::default()).await.unwrap().items {
+        let spec = event.spec;
+        let failed = spec
+            .details
+            .as_ref()
+            .is_some_and(|d| d.get("failed").is_some());
+        if spec.type_ == AuditEventType::Apply && !failed {
+            *audited_applies.entry(spec.plan.unwrap()).or_default() += 1;
+        }
+    }
+    let runs = step_runs(&state);
+    let (mut succeeded, mut failed) = (0, 0);
+    let mut reasons = BTreeMap::<String, usize>::new();
+    for plan in &done {
+        let name = plan.metadata.name.clone().unwrap();
+        let status = plan.status.clone().unwrap();
+        let ran = runs.get(&name).copied().unwrap_or(0);
+        let audited = audited_applies.get(&name).copied().unwrap_or(0);
+        assert!(ran <= 1, "{name}: its step ran {ran} times");
+        assert!(
+            audited <= ran,
+            "{name}: the audit log shows {audited} applies but the step ran {ran} times"
+        );
+        match status.phase {
+            Some(PlanPhase::Succeeded) => {
+                succeeded += 1;
+                assert_eq!((ran, audited), (1, 1), "{name}: ran, audited applies");
+                // The step's result survives the API server's schema (an array of objects).
+                let steps = &status.outputs["steps"];
+                assert_eq!(steps[0]["name"], json!("counter"), "{name}: {steps}");
+                assert_eq!(steps[0]["exitCode"], json!(0), "{name}: {steps}");
+            }
+            Some(PlanPhase::Failed) => {
+                failed += 1;
+                let message = status.message.unwrap_or_default();
+                assert!(!message.is_empty(), "{name} failed without a reason");
+                *reasons.entry(message).or_default() += 1;
+            }
+            other => panic!("{name} ended {other:?}"),
+        }
+    }
+    println!("{kills} kills: {succeeded} succeeded, {failed} failed; reasons: {reasons:?}");
+    assert!(kills >= 5, "the loop killed the runner only {kills} times");
+    assert!(succeeded > 0, "no plan succeeded");
+    let unexpected: Vec<&String> = reasons
+        .keys()
+        .filter(|m| m.as_str() != outpost_runner::execute::INTERRUPTED)
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "plans failed for other reasons: {unexpected:?}"
+    );
+}
