@@ -169,10 +169,10 @@ pub async fn detect(session: Arc<Session>) {
             keep
         });
         for (component, baseline) in baselines {
-            if !running.contains_key(&component) {
+            running.entry(component).or_insert_with(|| {
                 let task = tokio::spawn(follow(session.clone(), baseline.clone()));
-                running.insert(component, (baseline, task));
-            }
+                (baseline, task)
+            });
         }
         // Components torn down get no more checks; their last report stays as it was.
         let _ = tokio::time::timeout(
