@@ -2,6 +2,7 @@
 //! state with its desired state. Written whole by the runner; no status.
 
 use crate::operation::EntityRef;
+use crate::plan::Verdict;
 use crate::validation::{
     FieldError, NameRule, Validate, validate_name, validate_object_name, validate_required,
 };
@@ -42,6 +43,17 @@ pub struct DriftReportSpec {
     /// Normalised differences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diff: Vec<DiffEntry>,
+    /// The Plan whose apply is the baseline live state was compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// When live state started to differ (the first check that found this drift);
+    /// absent while in sync. A new drift after a return to sync gets a new time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drifted_since: Option<Time>,
+    /// Results of the policies with the `drift` input (the runner's local ones,
+    /// `local/...`, and the install's vendor Policies) on this report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<Verdict>,
 }
 
 /// One difference between desired and live state.

@@ -201,6 +201,9 @@ pub struct ComponentState {
     /// Result of the latest drift check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<DriftState>,
+    /// How many fields differ from what was applied, per the latest DriftReport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drifted_fields: Option<u32>,
 }
 
 /// Deployment phase of a component in an install.

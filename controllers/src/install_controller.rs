@@ -21,12 +21,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
+use kube_client::runtime::reflector::ObjectRef;
 use kube_client::runtime::watcher;
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
-    Action as AppAction, App, Component, ComponentPhase, ComponentState, EntityKind, EntityRef,
-    Install, InstallPhase, InstallStatus, Operation, Plan, PlanPhase, PlanSpec, TriggerKind,
-    content_hash,
+    Action as AppAction, App, Component, ComponentPhase, ComponentState, DriftReport, EntityKind,
+    EntityRef, Install, InstallPhase, InstallStatus, Operation, Plan, PlanPhase, PlanSpec,
+    TriggerKind, content_hash,
 };
 use serde_json::{Value, json};
 
@@ -80,11 +81,26 @@ pub async fn run(client: Client) {
             .filter_map(|e| async move { changed(&e).then_some(()) }),
         ),
     );
+    // A component's drift shows in the Install status as its DriftReport changes.
+    let drift_reports = watcher::watcher(
+        Api::<DriftReport>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Apply(report) | watcher::Event::Delete(report)) => Some(
+                ObjectRef::<Install>::new(&report.spec.install)
+                    .within(&report.namespace().unwrap_or_default()),
+            ),
+            _ => None,
+        }
+    });
     Controller::new(
         Api::<Install>::all(client.clone()),
         watcher::Config::default(),
     )
     .reconcile_on(plans.watch(client))
+    .reconcile_on(drift_reports)
     .reconcile_all_on(app_changes)
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {
@@ -404,12 +420,23 @@ async fn converge(
         (None, false, Some(PlanPhase::Succeeded)) => InstallPhase::Deploying,
         _ => InstallPhase::Provisioning,
     };
-    let states = component_states(
+    let reports = Api::<DriftReport>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={name}")))
+        .await?
+        .items;
+    let mut states = component_states(
         &graph,
         &steps,
         &plans,
         app.status.as_ref().and_then(|s| s.release.clone()),
     );
+    let drift = crate::drift_controller::component_drift(&reports);
+    for state in &mut states {
+        if let Some((drift, fields)) = drift.get(&state.name) {
+            state.drift = Some(*drift);
+            state.drifted_fields = Some(*fields);
+        }
+    }
     let held_condition = held.as_ref().map(|step| Condition {
         type_: "Held".into(),
         status: "True".into(),
@@ -639,6 +666,7 @@ fn component_states(
                     .filter(|s| plans.contains_key(&s.name))
                     .map(|s| s.name.clone()),
                 drift: None,
+                drifted_fields: None,
             }
         })
         .collect()

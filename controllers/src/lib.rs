@@ -6,6 +6,7 @@ pub mod app_check;
 pub mod app_controller;
 pub mod app_objects;
 pub mod cron;
+pub mod drift_controller;
 pub mod graph;
 pub mod install_controller;
 pub mod install_stack;

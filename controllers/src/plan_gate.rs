@@ -123,8 +123,7 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
         .await?
         .items
         .into_iter()
-        .filter(|p| p.spec.app.as_deref().is_none_or(|a| a == install.spec.app))
-        .filter(|p| crate::plan_policies::selects(p.spec.install_selector.as_ref(), &install))
+        .filter(|p| outpost_policy::applies_to_install(p, &install))
         .collect::<Vec<_>>();
     status.verdicts = (ctx.policies)(plan, &policies);
     let denials: Vec<String> = status

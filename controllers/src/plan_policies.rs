@@ -13,11 +13,7 @@
 //! A policy whose module does not compile denies (admission normally refuses such
 //! modules; this covers ones stored before a policy engine upgrade).
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube_client::ResourceExt as _;
-use outpost_api::{Install, Plan, Policy, PolicyInput, Verdict};
+use outpost_api::{Plan, Policy, PolicyInput, Verdict};
 use outpost_policy::{CompiledPolicy, PolicyMeta, compile, evaluate};
 use serde_json::Value;
 
@@ -133,29 +129,7 @@ fn collect_container_images(value: &Value, found: &mut Vec<Value>) {
     }
 }
 
-/// Whether a Policy's `installSelector` selects `install` (no selector: every install).
-pub fn selects(selector: Option<&LabelSelector>, install: &Install) -> bool {
-    let Some(selector) = selector else {
-        return true;
-    };
-    let labels: &BTreeMap<String, String> = install.labels();
-    let by_labels = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
-        let values = e.values.as_deref().unwrap_or_default();
-        match e.operator.as_str() {
-            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
-            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
-            "Exists" => labels.contains_key(&e.key),
-            "DoesNotExist" => !labels.contains_key(&e.key),
-            _ => false,
-        }
-    });
-    by_labels && by_expressions
-}
+pub use outpost_policy::selects;
 
 #[cfg(test)]
 #[path = "plan_policies_tests.rs"]

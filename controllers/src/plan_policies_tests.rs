@@ -1,6 +1,8 @@
 //! The gate's policy inputs, from real component plans, against the seed policy pack.
 
 use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use outpost_api::Install;
 use serde_json::json;
 
 fn seed_policies() -> Vec<Policy> {

@@ -28,7 +28,9 @@
 mod compile;
 mod evaluate;
 pub mod input;
+mod scope;
 
 pub use compile::{CompileError, CompiledPolicy, EvaluationError, Findings, compile};
 pub use evaluate::{PolicyMeta, PolicyVerdict, evaluate};
 pub use outpost_api::{Enforcement, PolicyInput};
+pub use scope::{applies_to_install, selects};

@@ -206,6 +206,9 @@ async fn run(
         subject.clone(),
         json!({"outputs": applied.outputs}),
     );
+    if plan.spec.entity.kind == EntityKind::Component {
+        session.drift.record_step(&ctx, &type_name, &applied);
+    }
     Ok(applied)
 }
 

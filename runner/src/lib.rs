@@ -10,6 +10,7 @@
 
 pub mod audit;
 pub mod claim;
+pub mod drift;
 pub mod execute;
 pub mod executor;
 pub mod executors;

@@ -59,6 +59,8 @@ pub struct Session {
     pub to_report: Notify,
     /// Wakes the audit shipper (an event was recorded).
     pub to_ship: Notify,
+    /// Drift baselines and the reports owed.
+    pub drift: crate::drift::Drift,
     identity: Arc<Identity>,
 }
 
@@ -134,6 +136,7 @@ pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
         plans_changed: Notify::new(),
         to_report: Notify::new(),
         to_ship: Notify::new(),
+        drift: crate::drift::Drift::open(&args.state_dir)?,
         identity,
         args,
     });
@@ -166,6 +169,8 @@ pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
         tokio::spawn(crate::report::report_plans(session.clone())),
         tokio::spawn(crate::report::ship_audit(session.clone())),
         tokio::spawn(crate::worker::work(session.clone())),
+        tokio::spawn(crate::drift::detect(session.clone())),
+        tokio::spawn(crate::drift::report::report_drift(session.clone())),
     ];
     let (result, _, _) = futures::future::select_all(tasks).await;
     result.context("a runner task panicked")?;

@@ -19,6 +19,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
 use kube_client::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
@@ -371,6 +372,16 @@ impl Executor for KubernetesExecutor {
                 });
             }
             Ok(Value::Array(observed))
+        })
+    }
+
+    fn changes<'a>(
+        &'a self,
+        last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Option<BoxStream<'static, ()>>>> {
+        Box::pin(async move {
+            let stream = watch_objects(self.client.clone(), last_applied).await?;
+            Ok(Some(stream.boxed()))
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod secret_ref;
 pub mod terraform;
 
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use outpost_api::{Operation, PolicyInput};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -87,4 +88,14 @@ pub trait Executor: Send + Sync {
         ctx: &'a StepContext,
         last_applied: &'a Value,
     ) -> BoxFuture<'a, anyhow::Result<Value>>;
+
+    /// A stream that yields whenever the live state `last_applied` describes may have
+    /// changed, for executors that can watch it (Kubernetes objects), so drift is seen
+    /// within seconds; `None` (the default) when drift is found on schedule only.
+    fn changes<'a>(
+        &'a self,
+        _last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Option<BoxStream<'static, ()>>>> {
+        Box::pin(async { Ok(None) })
+    }
 }
