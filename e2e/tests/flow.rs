@@ -420,14 +420,10 @@ fn policy_module(manifest: &str) -> String {
     body.join("\n").trim_end().to_owned() + "\n"
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_local_policy_denies_replacing_the_database_the_control_plane_approved() {
-    // The customer keeps the example's no-database-recreate policy in the runner's
-    // local configuration: the vendor cannot switch it off.
-    let manifest =
-        std::fs::read_to_string(manifests().join("policies/no-database-recreate.yaml")).unwrap();
-    let module = format!("# outpost:inputs terraform\n{}", policy_module(&manifest));
-    let flow = start(&[("no-database-recreate.rego", module)]).await;
+/// Once the install is Active, asks for a new database name, which forces a new
+/// instance (`triggers_replace`); returns the database stand-in's state before, and the
+/// database's new deploy Plan once it finished.
+async fn replace_database(flow: &Flow) -> (Value, Plan) {
     flow.install_reaches(InstallPhase::Active, 300).await;
     let before = terraform_data(&tfstate(&flow.state, "component-database"), "database");
     let first = flow.succeeded(Operation::Deploy, "database").await;
@@ -456,6 +452,18 @@ async fn a_local_policy_denies_replacing_the_database_the_control_plane_approved
         },
     )
     .await;
+    (before, replan)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_policy_denies_replacing_the_database_the_control_plane_approved() {
+    // The customer keeps the example's no-database-recreate policy in the runner's
+    // local configuration: the vendor cannot switch it off.
+    let manifest =
+        std::fs::read_to_string(manifests().join("policies/no-database-recreate.yaml")).unwrap();
+    let module = format!("# outpost:inputs terraform\n{}", policy_module(&manifest));
+    let flow = start(&[("no-database-recreate.rego", module)]).await;
+    let (before, replan) = replace_database(&flow).await;
     let name = replan.metadata.name.clone().unwrap();
     let status = replan.status.clone().unwrap();
 
@@ -521,4 +529,40 @@ async fn a_local_policy_denies_replacing_the_database_the_control_plane_approved
         details(AuditEventType::Apply).is_empty(),
         "no apply of {name} was audited"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vendors_policies_are_evaluated_on_the_real_diff_too() {
+    // The vendor's own no-database-recreate Policy: at the gate it has no terraform plan
+    // to look at (the desired state holds none); the runner evaluates it on the plan
+    // terraform computed against live state.
+    let flow = start(&[]).await;
+    flow.cp.kubectl().ok(&[
+        "apply",
+        "-f",
+        manifests()
+            .join("policies/no-database-recreate.yaml")
+            .to_str()
+            .unwrap(),
+    ]);
+    let (before, replan) = replace_database(&flow).await;
+    let status = replan.status.clone().unwrap();
+    assert!(
+        status.verdicts.iter().all(|v| !v.denied),
+        "no verdict at the gate denied it: {:?}",
+        status.verdicts
+    );
+    assert!(status.approval.is_some(), "approved: {status:?}");
+    assert_eq!(status.phase, Some(PlanPhase::Failed), "{status:?}");
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "denied by vendor policy on the real diff no-database-recreate: \
+             terraform_data.database would be replaced (delete and create); database data \
+             would be lost"
+        )
+    );
+    let after = terraform_data(&tfstate(&flow.state, "component-database"), "database");
+    assert_eq!(after, before, "the database stand-in was not replaced");
+    flow.audit_verifies().await;
 }

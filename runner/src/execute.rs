@@ -1,4 +1,4 @@
-//! Executing one claimed Plan: secrets, executor, plan (the real diff), local
+//! Executing one claimed Plan: secrets, executor, plan (the real diff), vendor and local
 //! policies, apply, outputs. Every transition is journaled before it is acted on and
 //! audited; the result is journaled and reported by the reporter, so it survives the
 //! control plane being away and the runner being killed.
@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube_client::ResourceExt as _;
-use kube_client::api::{Patch, PatchParams};
-use outpost_api::{AuditEventType, EntityKind, Plan};
+use kube_client::api::{Api, ListParams, Patch, PatchParams};
+use outpost_api::{AuditEventType, EntityKind, Install, Plan, Policy};
+use outpost_policy::{CompiledPolicy, PolicyMeta};
 use serde_json::{Value, json};
 
 use crate::audit::Subject;
@@ -178,6 +179,7 @@ async fn run(
     if resume == Resume::Interrupted && diff.changes {
         return Err(failed(INTERRUPTED));
     }
+    vendor_policies(session, &diff, subject).await?;
     local_policies(session, &diff, subject)?;
 
     session
@@ -210,6 +212,93 @@ async fn run(
         session.drift.record_step(&ctx, &type_name, &applied);
     }
     Ok(applied)
+}
+
+/// Evaluates the install's vendor policies (the Policies of its App that select it, as
+/// the control plane's gate does) on the real diff too: the gate saw only the desired
+/// state (a terraform plan, for one, exists only here). A deny fails the Plan. While the
+/// control plane is away the last list read is used; if none was ever read the Plan
+/// fails closed.
+async fn vendor_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(), Failure> {
+    let client = session.plans.clone().into_client();
+    let installs = Api::<Install>::namespaced(client.clone(), &session.namespace);
+    let all = Api::<Policy>::namespaced(client, &session.namespace);
+    let every = ListParams::default();
+    let read = async {
+        let install = crate::retry::retry(2, || installs.get(&session.install)).await?;
+        let policies = crate::retry::retry(2, || all.list(&every)).await?;
+        Ok::<_, kube_client::Error>(
+            policies
+                .items
+                .into_iter()
+                .filter(|p| outpost_policy::applies_to_install(p, &install))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let policies = match read.await {
+        Ok(policies) => {
+            *session.vendor_policies.lock().expect("not poisoned") = Some(policies.clone());
+            policies
+        }
+        Err(e) => match session
+            .vendor_policies
+            .lock()
+            .expect("not poisoned")
+            .clone()
+        {
+            Some(policies) => {
+                tracing::warn!(error = %e, "cannot read the vendor policies; using the last read");
+                policies
+            }
+            None => {
+                return Err(refused(format!(
+                    "the install's vendor policies cannot be read to check the real diff, so \
+                     nothing is applied: {e}"
+                )));
+            }
+        },
+    };
+    let policies: Vec<Policy> = policies
+        .into_iter()
+        .filter(|p| p.spec.inputs.contains(&diff.input))
+        .collect();
+    if policies.is_empty() {
+        return Ok(());
+    }
+    let mut compiled = Vec::new();
+    let mut denials = Vec::new();
+    for policy in &policies {
+        let meta = PolicyMeta::from_policy(policy);
+        match outpost_policy::compile(&meta.name, &policy.spec.module) {
+            Ok(module) => compiled.push((meta, module)),
+            Err(e) => denials.push(format!("{}: the policy does not compile: {e}", meta.name)),
+        }
+    }
+    let pairs: Vec<(&PolicyMeta, &CompiledPolicy)> = compiled.iter().map(|(m, c)| (m, c)).collect();
+    let verdicts = outpost_policy::evaluate(&pairs, diff.input, &diff.document);
+    let details: Vec<Value> = verdicts
+        .iter()
+        .map(|v| json!({"policy": v.policy, "denied": v.denied(), "denials": v.denials, "warnings": v.warnings}))
+        .collect();
+    session.audit(
+        AuditEventType::Verdict,
+        subject.clone(),
+        json!({"vendor": true, "verdicts": details}),
+    );
+    denials.extend(
+        verdicts
+            .iter()
+            .filter(|v| v.denied())
+            .map(|v| format!("{}: {}", v.policy, v.denials.join("; "))),
+    );
+    if denials.is_empty() {
+        Ok(())
+    } else {
+        Err(refused(format!(
+            "denied by vendor policy on the real diff {}",
+            denials.join("; ")
+        )))
+    }
 }
 
 /// Evaluates the local policies (if any) on the real diff; a deny fails the Plan.

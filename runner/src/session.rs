@@ -61,6 +61,8 @@ pub struct Session {
     pub to_ship: Notify,
     /// Drift baselines and the reports owed.
     pub drift: crate::drift::Drift,
+    /// The install's vendor Policies as last read: used while the control plane is away.
+    pub vendor_policies: Mutex<Option<Vec<outpost_api::Policy>>>,
     identity: Arc<Identity>,
 }
 
@@ -137,6 +139,7 @@ pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
         to_report: Notify::new(),
         to_ship: Notify::new(),
         drift: crate::drift::Drift::open(&args.state_dir)?,
+        vendor_policies: Mutex::default(),
         identity,
         args,
     });
