@@ -52,6 +52,7 @@ pub async fn run(client: Client) {
             watcher::Config::default(),
             move |r| to_app(r.spec.app.clone(), r.namespace()),
         )
+        .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {

@@ -57,6 +57,7 @@ pub async fn run(client: Client) {
         Api::<DriftReport>::all(client.clone()),
         watcher::Config::default(),
     )
+    .with_config(crate::controller_config())
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {
         if let Err(err) = result {

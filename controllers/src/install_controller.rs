@@ -102,6 +102,7 @@ pub async fn run(client: Client) {
     .reconcile_on(plans.watch(client))
     .reconcile_on(drift_reports)
     .reconcile_all_on(app_changes)
+    .with_config(crate::controller_config())
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {
         if let Err(err) = result {

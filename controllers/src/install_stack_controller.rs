@@ -61,6 +61,7 @@ pub async fn run(client: Client, options: StackOptions) {
     Controller::for_stream(installs, reader)
         .owns(Api::<InstallStack>::all(client), watcher::Config::default())
         .reconcile_all_on(app_changes)
+        .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {

@@ -22,6 +22,16 @@ pub mod run;
 pub mod template;
 
 pub use app_check::{Problem, check_app, release_hash};
+
+/// Reconciles one controller runs at once. Unbounded, a release rolled out to
+/// thousands of installs opens thousands of requests to the API server at once, which
+/// then fail and back off; bounded, they queue and each finishes quickly.
+pub const CONCURRENCY: u16 = 32;
+
+/// The settings every controller runs with.
+pub fn controller_config() -> kube_client::runtime::controller::Config {
+    kube_client::runtime::controller::Config::default().concurrency(CONCURRENCY)
+}
 pub use app_objects::AppObjects;
 pub use graph::{ComponentGraph, Cycle};
 pub use role_chain::{RoleError, resolve_role};

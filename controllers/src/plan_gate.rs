@@ -45,6 +45,7 @@ pub async fn run(client: Client, policies: PolicyCheck) {
         policies,
     });
     Controller::new(Api::<Plan>::all(client), watcher::Config::default())
+        .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {
