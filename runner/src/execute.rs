@@ -165,6 +165,7 @@ async fn run(
             .collect(),
         timeout: timeout(plan),
     };
+    let vendor = read_vendor_policies(session).await?;
     set_running(session, &name).await;
 
     let diff = tokio::time::timeout(ctx.timeout, executor.plan(&ctx))
@@ -179,7 +180,7 @@ async fn run(
     if resume == Resume::Interrupted && diff.changes {
         return Err(failed(INTERRUPTED));
     }
-    vendor_policies(session, &diff, subject).await?;
+    vendor_policies(session, vendor, &diff, subject)?;
     local_policies(session, &diff, subject)?;
 
     session
@@ -214,18 +215,20 @@ async fn run(
     Ok(applied)
 }
 
-/// Evaluates the install's vendor policies (the Policies of its App that select it, as
-/// the control plane's gate does) on the real diff too: the gate saw only the desired
-/// state (a terraform plan, for one, exists only here). A deny fails the Plan. While the
-/// control plane is away the last list read is used; if none was ever read the Plan
-/// fails closed.
-async fn vendor_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(), Failure> {
+/// Reads the install's vendor policies: the Policies of its App that select it, as the
+/// control plane's gate does. Read right after the claim, while the control plane was
+/// just reachable; when it is not, the last list read is used, and if none was ever read
+/// the Plan fails closed. An install object that is gone selects no policy.
+async fn read_vendor_policies(session: &Session) -> Result<Vec<Policy>, Failure> {
     let client = session.plans.clone().into_client();
     let installs = Api::<Install>::namespaced(client.clone(), &session.namespace);
     let all = Api::<Policy>::namespaced(client, &session.namespace);
     let every = ListParams::default();
     let read = async {
-        let install = crate::retry::retry(2, || installs.get(&session.install)).await?;
+        let Some(install) = crate::retry::retry(2, || installs.get_opt(&session.install)).await?
+        else {
+            return Ok(Vec::new());
+        };
         let policies = crate::retry::retry(2, || all.list(&every)).await?;
         Ok::<_, kube_client::Error>(
             policies
@@ -235,10 +238,10 @@ async fn vendor_policies(session: &Session, diff: &Diff, subject: &Subject) -> R
                 .collect::<Vec<_>>(),
         )
     };
-    let policies = match read.await {
+    match read.await {
         Ok(policies) => {
             *session.vendor_policies.lock().expect("not poisoned") = Some(policies.clone());
-            policies
+            Ok(policies)
         }
         Err(e) => match session
             .vendor_policies
@@ -248,16 +251,24 @@ async fn vendor_policies(session: &Session, diff: &Diff, subject: &Subject) -> R
         {
             Some(policies) => {
                 tracing::warn!(error = %e, "cannot read the vendor policies; using the last read");
-                policies
+                Ok(policies)
             }
-            None => {
-                return Err(refused(format!(
-                    "the install's vendor policies cannot be read to check the real diff, so \
-                     nothing is applied: {e}"
-                )));
-            }
+            None => Err(refused(format!(
+                "the install's vendor policies cannot be read to check the real diff, so \
+                 nothing is applied: {e}"
+            ))),
         },
-    };
+    }
+}
+
+/// Evaluates the vendor policies on the real diff too: the gate saw only the desired
+/// state (a terraform plan, for one, exists only here). A deny fails the Plan.
+fn vendor_policies(
+    session: &Session,
+    policies: Vec<Policy>,
+    diff: &Diff,
+    subject: &Subject,
+) -> Result<(), Failure> {
     let policies: Vec<Policy> = policies
         .into_iter()
         .filter(|p| p.spec.inputs.contains(&diff.input))
