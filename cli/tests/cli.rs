@@ -174,6 +174,33 @@ fn bench_runner_prints_the_dispatch_distribution_and_its_ratio_to_the_goal() {
 }
 
 #[test]
+fn bench_controllers_rolls_a_new_release_out_and_counts_the_store_writes() {
+    let stdout = bench(&["controllers", "--installs", "3", "--components", "4"]);
+    // 3 installs x (sandbox provision + 4 deploys) the first time, 4 deploys each after.
+    for (phase, plans) in [("first release", 15), ("new release", 12)] {
+        let row = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(phase))
+            .unwrap_or_else(|| panic!("no {phase:?} row:\n{stdout}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols.len(), 9, "{row}");
+        let n = |i: usize| -> f64 { cols[i].parse().unwrap() };
+        assert_eq!(n(0), f64::from(plans), "plans: {row}");
+        assert!(0.0 < n(1) && n(1) <= n(2), "planned <= rolled out: {row}");
+        // Every Plan is one create; the writes per install and per Plan add up.
+        assert!(n(3) >= n(0), "creates: {row}");
+        assert_eq!(n(6), 0.0, "no refused writes: {row}");
+        let writes = n(3) + n(4) + n(5);
+        assert!((n(7) - writes / 3.0).abs() < 0.1, "writes/inst: {row}");
+        assert!((n(8) - writes / n(0)).abs() < 0.01, "writes/plan: {row}");
+    }
+    assert!(
+        stdout.contains("new release: create plans: 12,"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn bench_runner_footprint_prints_size_and_idle_memory_against_the_goals() {
     let stdout = bench(&["runner-footprint", "--idle-seconds", "1"]);
     let figure = |prefix: &str| -> (f64, f64) {
