@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use anyhow::{Context as _, bail};
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::{
     IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE,
     OCI_IMAGE_MEDIA_TYPE, OciDescriptor,
@@ -312,8 +312,8 @@ pub struct Copied {
     pub manifests_skipped: usize,
 }
 
-/// Copies `image` from `source` to `destination`: the blobs it lacks (each pulled,
-/// checked against its digest, then pushed), the manifests it lacks (children before
+/// Copies `image` from `source` to `destination`: the blobs it lacks (each streamed
+/// through, checked against its digest), the manifests it lacks (children before
 /// the index, by digest) and, when `tag` is given, the tag onto the top manifest.
 pub async fn copy(
     client: &Client,
@@ -331,31 +331,29 @@ pub async fn copy(
             copied.blobs_skipped += 1;
             continue;
         }
-        // Held in memory: pull_blob checks the bytes against the digest before any
-        // reaches the destination.
-        let mut bytes = Vec::with_capacity(usize::try_from(blob.size).unwrap_or(0));
+        // Streamed through: the pull checks the bytes against the digest as they pass
+        // and fails the stream on a mismatch, before the upload is committed (the
+        // destination also checks the digest when it commits).
+        let pulled = client.pull_blob_stream(&from, blob).await.map_err(|e| {
+            describe(
+                e,
+                &format!("cannot copy blob {} from {}", blob.digest, source.registry),
+            )
+        })?;
+        let stream = futures::TryStreamExt::map_err(pulled.stream, OciDistributionError::IoError);
         client
-            .pull_blob(&from, blob, &mut bytes)
-            .await
-            .map_err(|e| {
-                describe(
-                    e,
-                    &format!("cannot copy blob {} from {}", blob.digest, source.registry),
-                )
-            })?;
-        copied.bytes_copied += bytes.len() as u64;
-        client
-            .push_blob(&to, bytes, &blob.digest)
+            .push_blob_stream(&to, stream, &blob.digest, u64::try_from(blob.size).ok())
             .await
             .map_err(|e| {
                 describe(
                     e,
                     &format!(
-                        "cannot push blob {} to {}",
-                        blob.digest, destination.registry
+                        "cannot copy blob {} from {} to {}",
+                        blob.digest, source.registry, destination.registry
                     ),
                 )
             })?;
+        copied.bytes_copied += u64::try_from(blob.size).unwrap_or(0);
         copied.blobs_copied += 1;
     }
     for manifest in &image.manifests {
@@ -400,12 +398,22 @@ async fn push_manifest(
     Ok(())
 }
 
-/// An `oci-client` error with what was being done, and digest mismatches said plainly.
+/// An `oci-client` error with what was being done, and digest mismatches said plainly
+/// (also one that failed a streamed blob, carried inside an I/O error).
 fn describe(e: OciDistributionError, doing: &str) -> anyhow::Error {
+    match digest_mismatch(&e) {
+        Some(mismatch) => anyhow::anyhow!("digest mismatch: {doing}: {mismatch}"),
+        None => anyhow::Error::new(e).context(doing.to_owned()),
+    }
+}
+
+fn digest_mismatch(e: &OciDistributionError) -> Option<String> {
     match e {
-        OciDistributionError::DigestError(digest) => {
-            anyhow::anyhow!("digest mismatch: {doing}: {digest}")
-        }
-        e => anyhow::Error::new(e).context(doing.to_owned()),
+        OciDistributionError::DigestError(digest) => Some(digest.to_string()),
+        OciDistributionError::IoError(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<DigestError>())
+            .map(ToString::to_string),
+        _ => None,
     }
 }
