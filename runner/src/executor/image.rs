@@ -301,3 +301,7 @@ impl Executor for ImageExecutor {
         Box::pin(self.observe_sync(ctx, last_applied))
     }
 }
+
+#[cfg(test)]
+#[path = "image_tests.rs"]
+mod tests;

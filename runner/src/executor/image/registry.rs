@@ -68,7 +68,7 @@ impl Repository {
     }
 
     /// Whether the registry is on a loopback address, where plain HTTP is allowed.
-    fn is_loopback(&self) -> bool {
+    pub(crate) fn is_loopback(&self) -> bool {
         let host = match self.registry.rsplit_once(':') {
             Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
             _ => self.registry.as_str(),
