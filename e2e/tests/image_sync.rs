@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, ListParams};
-use outpost_api::{Install, InstallPhase, Operation, Plan, PlanPhase};
+use outpost_api::{DriftReport, Install, InstallPhase, Operation, Plan, PlanPhase};
 use outpost_e2e::{Backend, ControlPlane, Process, Registry, outpost_binary, runner_binary};
 use serde_json::{Value, json};
 
@@ -68,6 +68,8 @@ spec:
     repository: "{{ inputs.vendor_registry }}/vendor/web"
     tag: "{{ inputs.web_tag }}"
     destination: "{{ inputs.image_registry }}/acme/web"
+  drift:
+    intervalSeconds: 30
 ---
 apiVersion: outpost.dev/v1alpha1
 kind: Component
@@ -483,4 +485,52 @@ async fn a_digest_mismatch_fails_the_sync() {
             .has_blob(INSTALL_REPOSITORY, &v1.shared_layer)
             .await
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_moved_in_the_install_registry_is_drift() {
+    let vendor = Registry::start().await;
+    let v1 = vendor
+        .push_test_image(VENDOR_REPOSITORY, "1.0", "1.0")
+        .await;
+    let sync = start("1.0", vendor).await;
+    sync.reaches(InstallPhase::Active).await;
+    let reports: Api<DriftReport> = Api::namespaced(sync.cp.client().await, "default");
+    let report = format!("{INSTALL}-web-image");
+    eventually(60, "a first, in-sync report", async || {
+        reports
+            .get_opt(&report)
+            .await
+            .ok()??
+            .spec
+            .in_sync
+            .then_some(())
+    })
+    .await;
+
+    // Someone points the install registry's 1.0 at another image.
+    let other = sync
+        .install
+        .push_test_image(INSTALL_REPOSITORY, "1.0", "other")
+        .await;
+    assert_ne!(other.digest, v1.digest);
+    // Observed on the component's schedule (30 s).
+    let drifted = eventually(90, "a DriftReport naming the digest", async || {
+        let found = reports.get_opt(&report).await.ok()??;
+        found
+            .spec
+            .diff
+            .iter()
+            .any(|d| d.path.ends_with("digest") && d.live == Some(json!(other.digest)))
+            .then_some(found)
+    })
+    .await;
+    assert!(!drifted.spec.in_sync);
+    let entry = drifted
+        .spec
+        .diff
+        .iter()
+        .find(|d| d.path.ends_with("digest"))
+        .unwrap();
+    assert_eq!(entry.desired, Some(json!(v1.digest)), "{entry:?}");
 }
