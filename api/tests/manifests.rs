@@ -127,7 +127,7 @@ fn every_manifest_round_trips_and_validates() {
     let expected: BTreeMap<String, usize> = [
         ("Action", 3),
         ("App", 1),
-        ("Component", 4),
+        ("Component", 5),
         ("Install", 2),
         ("OperationRole", 3),
         ("Policy", 6),

@@ -263,7 +263,7 @@ fn up_serves_the_example_app_and_resumes() {
         };
         assert!(find("outpost: API server at ").starts_with("https://127.0.0.1:"));
         assert!(
-            printed.iter().any(|l| l.contains("applied 19 objects")),
+            printed.iter().any(|l| l.contains("applied 20 objects")),
             "{printed:?}"
         );
         tokens.push(find("outpost: admin token "));

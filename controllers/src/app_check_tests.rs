@@ -51,17 +51,18 @@ impl Example {
 #[test]
 fn example_app_is_valid_and_ordered() {
     let e = example();
-    assert_eq!(e.components.len(), 4);
+    assert_eq!(e.components.len(), 5);
     assert_eq!(e.problems(), Vec::<String>::new());
     let graph = ComponentGraph::new(&e.components).unwrap();
     let order = graph.deploy_order();
     let at = |n: &str| order.iter().position(|o| o == n).unwrap();
     assert!(
-        at("database") < at("web") && at("web") < at("ingress"),
+        at("database") < at("web") && at("web-image") < at("web") && at("web") < at("ingress"),
         "{order:?}"
     );
-    assert_eq!(order, ["cache", "database", "web", "ingress"]);
+    assert_eq!(order, ["cache", "database", "web-image", "web", "ingress"]);
     assert_eq!(graph.dependents_of(["database"]), ["web", "ingress"]);
+    assert_eq!(graph.dependents_of(["web-image"]), ["web", "ingress"]);
 }
 
 #[test]
@@ -72,7 +73,7 @@ fn unknown_dependencies_and_cycles() {
     assert_eq!(
         e.problems(),
         [
-            r#"Component/web spec.dependencies[2]: unknown component "queue""#,
+            r#"Component/web spec.dependencies[3]: unknown component "queue""#,
             "App/shopfront components: dependency cycle ingress -> web -> ingress",
         ]
     );

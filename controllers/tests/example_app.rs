@@ -53,6 +53,11 @@ fn example_app_renders_and_resolves_roles() {
         components: [
             ("database", "endpoint", "db:5432"),
             ("cache", "host", "redis"),
+            (
+                "web-image",
+                "reference",
+                "111122223333.dkr.ecr.eu-west-1.amazonaws.com/shopfront@sha256:abc",
+            ),
         ]
         .into_iter()
         .map(|(c, k, v)| (c.to_owned(), [(k.to_owned(), json!(v))].into()))
@@ -68,6 +73,25 @@ fn example_app_renders_and_resolves_roles() {
         .unwrap();
     let content = rendered["manifest"]["content"].as_str().unwrap();
     assert!(content.contains(r#"value: "redis""#), "{content}");
+    assert!(
+        content.contains(
+            r#"image: "111122223333.dkr.ecr.eu-west-1.amazonaws.com/shopfront@sha256:abc""#
+        ),
+        "web runs the copy in the customer's registry: {content}"
+    );
+    let web_image = components
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some("web-image"))
+        .unwrap();
+    let rendered_image = context
+        .render_value(&serde_json::to_value(&web_image.spec).unwrap())
+        .unwrap();
+    assert_eq!(
+        rendered_image["image"],
+        json!({"repository": "ghcr.io/acme/shopfront", "tag": "1.8.2",
+               "destination": "111122223333.dkr.ecr.eu-west-1.amazonaws.com/shopfront"}),
+        "copied from the vendor's registry into the install's"
+    );
     assert!(content.contains(r#"value: "shop.acme.example""#));
     assert_eq!(
         secret_references(content),

@@ -6,6 +6,9 @@
 //! * The install reaches Active: the sandbox and the database (inline modules of
 //!   `terraform_data` resources) applied by terraform, the cache and web objects in the
 //!   stand-in cluster, the migrate action run in the sandbox before web is deployed.
+//! * The web image is copied from a vendor registry into the install's (two real
+//!   `docker-registry` processes; the install's `vendor_registry` and `image_registry`
+//!   inputs point at them) and web runs the copy, by digest.
 //! * A customer-local policy (the runner's `--policies DIR`) denies the plan that would
 //!   replace the database, though the control plane approved it.
 
@@ -17,7 +20,9 @@ use kube_client::api::{Api, ListParams};
 use outpost_api::{
     AuditEvent, AuditEventType, EntityKind, Install, InstallPhase, Operation, Plan, PlanPhase,
 };
-use outpost_e2e::{Backend, ControlPlane, Kubectl, Process, manifests, outpost_binary};
+use outpost_e2e::{
+    Backend, ControlPlane, Kubectl, Process, Registry, TestImage, manifests, outpost_binary,
+};
 use serde_json::{Value, json};
 
 /// The install the flow drives: `globex`, whose approval mode is `approve-all`.
@@ -31,6 +36,12 @@ struct Flow {
     cluster: ControlPlane,
     _controllers: Process,
     _runner: Process,
+    /// The vendor's registry, holding the shop's image.
+    _vendor: Registry,
+    /// The install's registry, which the image is copied into.
+    registry: Registry,
+    /// The image the vendor published (`acme/shopfront:1.8.2`).
+    image: TestImage,
     plans: Api<Plan>,
     installs: Api<Install>,
     /// The runner's state dir (journal, audit log, terraform work dirs).
@@ -80,11 +91,18 @@ fn mint(cp: &ControlPlane) -> String {
 /// kubectl, and starts the install's runner under its minted token, with the customer's
 /// `local_policies` (file name to Rego module) in its `--policies` directory.
 async fn start(local_policies: &[(&str, String)]) -> Flow {
+    let vendor = Registry::start().await;
+    let registry = Registry::start().await;
+    let image = vendor
+        .push_test_image("acme/shopfront", "1.8.2", "1.8.2")
+        .await;
     let cp = ControlPlane::start(Backend::Embedded).await;
     let cluster = ControlPlane::start_standin_cluster().await;
     let controllers = cp.start_controllers("flow");
     let kubectl = cp.kubectl();
-    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let dir = tempfile::tempdir().unwrap();
+    let example = example_with_registries(dir.path(), &vendor, &registry);
+    kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
     eventually(60, "App shopfront to be Ready", async || {
         let ready = kubectl.ok(&[
             "get",
@@ -97,7 +115,6 @@ async fn start(local_policies: &[(&str, String)]) -> Flow {
     })
     .await;
 
-    let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let secrets = dir.path().join("secrets");
     std::fs::create_dir_all(&secrets).unwrap();
@@ -139,9 +156,41 @@ async fn start(local_policies: &[(&str, String)]) -> Flow {
         cluster,
         _controllers: controllers,
         _runner: Process::new(child),
+        _vendor: vendor,
+        registry,
+        image,
         state,
         _dir: dir,
     }
+}
+
+/// The example's manifests (`manifests/*.yaml`) copied into `dir`, with install
+/// globex's images coming from `vendor` and copied into `registry`.
+fn example_with_registries(dir: &Path, vendor: &Registry, registry: &Registry) -> PathBuf {
+    let example = dir.join("manifests");
+    std::fs::create_dir_all(&example).unwrap();
+    for entry in std::fs::read_dir(manifests()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            std::fs::copy(&path, example.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let installs = example.join("installs.yaml");
+    let text = std::fs::read_to_string(&installs).unwrap();
+    let globex = "    image_registry: 444455556666.dkr.ecr.us-east-2.amazonaws.com\n";
+    assert!(
+        text.contains(globex),
+        "installs.yaml names globex's registry"
+    );
+    let text = text.replace(
+        globex,
+        &format!(
+            "    image_registry: {}\n    vendor_registry: {}\n",
+            registry.host, vendor.host
+        ),
+    );
+    std::fs::write(&installs, text).unwrap();
+    example
 }
 
 impl Flow {
@@ -334,6 +383,23 @@ async fn the_example_app_drives_an_install_to_active() {
     };
     let web = get("deployment", "web");
     assert_eq!(container_env(&web, "DATABASE_HOST"), endpoint);
+    // The web image was copied into the install's registry, and web runs the copy.
+    let web_image = outputs(&flow.succeeded(Operation::Deploy, "web-image").await);
+    let copy = format!("{}/shopfront@{}", flow.registry.host, flow.image.digest);
+    assert_eq!(web_image["sourceDigest"], flow.image.digest.as_str());
+    assert_eq!(web_image["destinationDigest"], flow.image.digest.as_str());
+    assert_eq!(web_image["reference"], copy.as_str(), "{web_image:?}");
+    assert_eq!(
+        flow.registry
+            .digest_of("shopfront", "1.8.2")
+            .await
+            .as_deref(),
+        Some(flow.image.digest.as_str())
+    );
+    assert_eq!(
+        web["spec"]["template"]["spec"]["containers"][0]["image"],
+        copy.as_str()
+    );
     assert_eq!(
         container_env(&web, "REDIS_HOST"),
         outputs(&flow.succeeded(Operation::Deploy, "cache").await)["host"]

@@ -20,6 +20,9 @@ fn outputs(plan: &Plan) -> serde_json::Value {
         ("provision", _) => json!({"private_subnet_ids": ["subnet-a", "subnet-b"]}),
         ("deploy", "database") => json!({"endpoint": "db.internal:5432"}),
         ("deploy", "cache") => json!({"host": "cache.internal:6379"}),
+        ("deploy", "web-image") => {
+            json!({"reference": "registry.example/shopfront@sha256:abc"})
+        }
         _ => json!({}),
     }
 }
@@ -130,7 +133,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         ("provision".to_owned(), "sandbox".to_owned()),
         "{order:?}"
     );
-    for dependency in ["database", "cache"] {
+    for dependency in ["database", "cache", "web-image"] {
         assert!(
             position(&order, "deploy", dependency) < position(&order, "deploy", "web"),
             "{order:?}"
@@ -311,7 +314,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         position(&teardown, "teardown", "ingress") < position(&teardown, "teardown", "web"),
         "{teardown:?}"
     );
-    for dependency in ["database", "cache"] {
+    for dependency in ["database", "cache", "web-image"] {
         assert!(
             position(&teardown, "teardown", "web") < position(&teardown, "teardown", dependency),
             "{teardown:?}"
@@ -361,8 +364,8 @@ async fn killing_the_controllers_mid_rollout_creates_no_duplicate_plans(backend:
     }
     assert_eq!(
         all.len(),
-        6,
-        "sandbox, four components and the migrate trigger: {order:?}"
+        7,
+        "sandbox, five components and the migrate trigger: {order:?}"
     );
 }
 

@@ -55,7 +55,8 @@ pub fn executor_type(plan: &Plan) -> Result<String, String> {
 
 impl Executors {
     /// The executors built into this runner binary, configured from `args`:
-    /// `terraform_module` (also the sandbox) and `job` (also actions' steps), and
+    /// `terraform_module` (also the sandbox), `job` (also actions' steps),
+    /// `container_image`, and
     /// `kubernetes_manifest` when a kubeconfig is given.
     pub async fn standard(args: &crate::RunnerArgs) -> anyhow::Result<Self> {
         let mut executors = Self::new();
@@ -77,6 +78,10 @@ impl Executors {
             Arc::new(crate::executor::terraform::TerraformExecutor::new(
                 args.terraform.clone(),
             )),
+        );
+        executors.insert(
+            "container_image",
+            Arc::new(crate::executor::image::ImageExecutor::new()),
         );
         executors.insert(
             "job",

@@ -1,0 +1,307 @@
+//! The `container_image` executor: copies the vendor's image by digest into the
+//! install's registry, so that what the install runs is pinned and served from the
+//! customer's own account.
+//!
+//! * **plan**: resolves the source (`repository` at `tag`) in the vendor registry and
+//!   reads every manifest (an index and each child), checking each against the digest
+//!   that named it; a tag pinned to a digest (`1.8.2@sha256:…`, or just `sha256:…`)
+//!   must resolve to exactly that digest. Then asks the destination which manifests
+//!   and blobs it already has. The vendor registry being unreachable fails here, before
+//!   anything is applied.
+//! * **apply**: copies by the digest the plan resolved: blobs the destination lacks
+//!   (each checked against its digest before it is pushed), manifests children first,
+//!   then the tag. Outputs: `sourceDigest`, `destinationDigest`, `reference`
+//!   (`install-registry/name@sha256:…`, what dependents' templates use), `source`, and
+//!   what was copied and skipped (`blobsCopied`, `blobsSkipped`, `bytesCopied`,
+//!   `manifestsCopied`, `manifestsSkipped`); the runner signs them into the audit log.
+//! * **observe**: what the destination's tag (or the digest) resolves to now.
+//! * **teardown**: nothing; images stay in the install's registry (other deploys may
+//!   still run them).
+//!
+//! Registries are reached anonymously, over HTTPS, or plain HTTP on loopback.
+
+mod registry;
+
+use anyhow::{Context as _, bail};
+use futures::future::BoxFuture;
+use outpost_api::{Operation, PolicyInput};
+use serde_json::{Value, json};
+
+use self::registry::Repository;
+use super::{Applied, Diff, Executor, StepContext};
+
+/// Copies `container_image` components into the install's registry.
+#[derive(Clone, Debug, Default)]
+pub struct ImageExecutor;
+
+impl ImageExecutor {
+    /// The executor; registries are named by each component.
+    pub fn new() -> Self {
+        ImageExecutor
+    }
+}
+
+/// A `container_image` component's rendered source.
+#[derive(Clone, Debug)]
+struct ImageSync {
+    source: Repository,
+    /// The tag, when the component names one.
+    tag: Option<String>,
+    /// The digest the component pins, when it names one.
+    pinned: Option<String>,
+    destination: Repository,
+}
+
+impl ImageSync {
+    fn from_desired(desired: &Value) -> anyhow::Result<Self> {
+        let image = desired
+            .get("image")
+            .or_else(|| desired.pointer("/component/image"))
+            .context("the desired state has no `image` (a container_image component)")?;
+        let field = |name: &str| image.get(name).and_then(Value::as_str);
+        let source = Repository::parse(field("repository").context("the image has no repository")?)
+            .context("image.repository")?;
+        let destination = Repository::parse(
+            field("destination")
+                .context("the image names no destination repository in the install's registry")?,
+        )
+        .context("image.destination")?;
+        let tag = field("tag").context("the image has no tag")?;
+        let (tag, pinned) = match tag.split_once('@') {
+            Some((tag, digest)) => (Some(tag.to_owned()), Some(digest.to_owned())),
+            None if tag.starts_with("sha256:") => (None, Some(tag.to_owned())),
+            None => (Some(tag.to_owned()), None),
+        };
+        if let Some(digest) = &pinned
+            && !is_digest(digest)
+        {
+            bail!("image.tag pins {digest:?}, which is not a sha256:<64 hex> digest");
+        }
+        Ok(ImageSync {
+            source,
+            tag,
+            pinned,
+            destination,
+        })
+    }
+
+    /// `repository:tag`, `repository@digest` or `repository:tag@digest`.
+    fn source_text(&self) -> String {
+        let mut text = format!("{}/{}", self.source.registry, self.source.name);
+        if let Some(tag) = &self.tag {
+            text = format!("{text}:{tag}");
+        }
+        if let Some(digest) = &self.pinned {
+            text = format!("{text}@{digest}");
+        }
+        text
+    }
+
+    /// What the image is read by at plan time: the tag (checked against the pin
+    /// afterwards) or the pinned digest.
+    fn source_reference(&self) -> oci_client::Reference {
+        match (&self.tag, &self.pinned) {
+            (Some(tag), _) => self.source.at_tag(tag),
+            (None, Some(digest)) => self.source.at_digest(digest),
+            (None, None) => unreachable!("from_desired always sets a tag or a digest"),
+        }
+    }
+
+    fn client(&self) -> oci_client::Client {
+        registry::client(&[&self.source, &self.destination])
+    }
+}
+
+fn is_digest(text: &str) -> bool {
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+impl ImageExecutor {
+    async fn plan_sync(&self, ctx: &StepContext) -> anyhow::Result<Diff> {
+        if ctx.operation == Operation::Teardown {
+            return Ok(Diff {
+                input: PolicyInput::Images,
+                document: json!({"images": []}),
+                summary: "images stay in the install's registry".into(),
+                changes: false,
+            });
+        }
+        let sync = ImageSync::from_desired(&ctx.desired)?;
+        let client = sync.client();
+        let source = sync.source_text();
+        let image = registry::resolve(&client, &sync.source, &sync.source_reference())
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot read {source} from the vendor registry {}",
+                    sync.source.registry
+                )
+            })?;
+        if let Some(pinned) = &sync.pinned
+            && *pinned != image.digest
+        {
+            bail!(
+                "digest mismatch: {source} resolves to {}, not the pinned {pinned}",
+                image.digest
+            );
+        }
+        let present = registry::present(&client, &sync.destination, &image, sync.tag.as_deref())
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot read the install's registry {}",
+                    sync.destination.registry
+                )
+            })?;
+        let blobs_missing = image
+            .blobs
+            .iter()
+            .filter(|b| !present.blobs.contains(&b.digest))
+            .count();
+        let manifests_missing = image
+            .manifests
+            .iter()
+            .filter(|m| !present.manifests.contains(&m.digest))
+            .count();
+        let retag = sync.tag.is_some() && present.tagged.as_deref() != Some(image.digest.as_str());
+        let destination = sync.destination.pinned(&image.digest);
+        Ok(Diff {
+            input: PolicyInput::Images,
+            document: json!({
+                "images": [{
+                    "reference": sync.source.pinned(&image.digest),
+                    "digest": image.digest,
+                    "source": source,
+                    "destination": destination,
+                }],
+                "copy": {
+                    "manifests": image.manifests.len(),
+                    "manifestsMissing": manifests_missing,
+                    "blobs": image.blobs.len(),
+                    "blobsMissing": blobs_missing,
+                    "retag": retag,
+                },
+            }),
+            summary: format!(
+                "{source} is {}: {manifests_missing} of {} manifests and {blobs_missing} of {} \
+                 blobs to copy to {destination}",
+                image.digest,
+                image.manifests.len(),
+                image.blobs.len()
+            ),
+            changes: blobs_missing > 0 || manifests_missing > 0 || retag,
+        })
+    }
+
+    async fn apply_sync(&self, ctx: &StepContext, diff: &Diff) -> anyhow::Result<Applied> {
+        if ctx.operation == Operation::Teardown {
+            return Ok(Applied::default());
+        }
+        let sync = ImageSync::from_desired(&ctx.desired)?;
+        let digest = diff
+            .document
+            .pointer("/images/0/digest")
+            .and_then(Value::as_str)
+            .context("the plan resolved no digest")?;
+        let client = sync.client();
+        // By the digest the plan resolved: a tag moved since is not copied unseen.
+        let image = registry::resolve(&client, &sync.source, &sync.source.at_digest(digest))
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot read {} from the vendor registry",
+                    sync.source.pinned(digest)
+                )
+            })?;
+        let copied = registry::copy(
+            &client,
+            &sync.source,
+            &sync.destination,
+            &image,
+            sync.tag.as_deref(),
+        )
+        .await?;
+        let reference = sync.destination.pinned(&image.digest);
+        let outputs = [
+            ("sourceDigest", json!(image.digest)),
+            ("destinationDigest", json!(image.digest)),
+            ("reference", json!(reference)),
+            ("source", json!(sync.source.pinned(&image.digest))),
+            ("manifestsCopied", json!(copied.manifests_copied)),
+            ("manifestsSkipped", json!(copied.manifests_skipped)),
+            ("blobsCopied", json!(copied.blobs_copied)),
+            ("blobsSkipped", json!(copied.blobs_skipped)),
+            ("bytesCopied", json!(copied.bytes_copied)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        Ok(Applied {
+            outputs,
+            log: format!(
+                "copied {} to {reference}: {} manifests and {} blobs ({} bytes) copied, {} \
+                 manifests and {} blobs already there\n",
+                sync.source_text(),
+                copied.manifests_copied,
+                copied.blobs_copied,
+                copied.bytes_copied,
+                copied.manifests_skipped,
+                copied.blobs_skipped
+            ),
+            last_applied: self.state(&sync, Some(&image.digest)),
+        })
+    }
+
+    /// The normalised state drift compares: the destination, its tag, and the digest
+    /// the tag (or, untagged, the pinned reference) resolves to.
+    fn state(&self, sync: &ImageSync, digest: Option<&str>) -> Value {
+        json!({
+            "destination": format!("{}/{}", sync.destination.registry, sync.destination.name),
+            "tag": sync.tag,
+            "digest": digest,
+        })
+    }
+
+    async fn observe_sync(&self, ctx: &StepContext, last_applied: &Value) -> anyhow::Result<Value> {
+        let sync = ImageSync::from_desired(&ctx.desired)?;
+        let client = sync.client();
+        let digest = match &sync.tag {
+            Some(tag) => registry::manifest_digest(&client, &sync.destination.at_tag(tag)).await?,
+            None => {
+                let applied = last_applied
+                    .get("digest")
+                    .and_then(Value::as_str)
+                    .context("the baseline has no digest")?;
+                registry::manifest_digest(&client, &sync.destination.at_digest(applied)).await?
+            }
+        };
+        Ok(self.state(&sync, digest.as_deref()))
+    }
+}
+
+impl Executor for ImageExecutor {
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
+        Box::pin(self.plan_sync(ctx))
+    }
+
+    fn apply<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(self.apply_sync(ctx, diff))
+    }
+
+    fn observe<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Value>> {
+        Box::pin(self.observe_sync(ctx, last_applied))
+    }
+}
+
+#[cfg(test)]
+#[path = "image_tests.rs"]
+mod tests;
