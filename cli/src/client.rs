@@ -100,3 +100,25 @@ pub fn operator() -> String {
         .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
         .unwrap_or_else(|| "unknown".into())
 }
+
+/// `err` with what to do next when it is the API server refusing the credentials
+/// (401), the user (403), or not answering at all.
+pub fn explain(err: anyhow::Error) -> anyhow::Error {
+    let api = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<kube_client::Error>());
+    let next = match api {
+        Some(kube_client::Error::Api(status)) if status.code == 401 => {
+            "the API server refused the credentials (401): check --token (or OUTPOST_TOKEN) or the kubeconfig's user; an install's runner token is no operator token".to_owned()
+        }
+        Some(kube_client::Error::Api(status)) if status.code == 403 => format!(
+            "forbidden (403: {}): this needs a user in group outpost:admins (outpost:viewers may only read); ask an admin",
+            status.message
+        ),
+        Some(kube_client::Error::HyperError(_) | kube_client::Error::Service(_)) => {
+            "cannot reach the API server: check --server or the kubeconfig's cluster URL, and that `outpost server` runs".to_owned()
+        }
+        _ => return err,
+    };
+    err.context(next)
+}

@@ -121,12 +121,33 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Policy(command) => Ok(policy::run(command)),
         Command::Runner(args) => runner::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Audit(command) => audit::run(command).await,
-        Command::Status(args) => status::run(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Deploy(args) => request::deploy(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Trigger(args) => request::trigger(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Approve(args) => approval::approve(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Deny(args) => approval::deny(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Drift(args) => drift::run(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Logs(args) => logs::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Status(args) => status::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Deploy(args) => request::deploy(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Trigger(args) => request::trigger(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Approve(args) => approval::approve(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Deny(args) => approval::deny(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Drift(args) => drift::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Logs(args) => logs::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
     }
 }

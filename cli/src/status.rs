@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams};
-use outpost_api::{ComponentPhase, DriftState, Install, Plan, PlanPhase};
+use outpost_api::{
+    App, ComponentPhase, DriftState, Install, Plan, PlanPhase, Runner, RunnerSettings,
+};
 use serde::Serialize;
 
 use crate::client::Common;
@@ -19,6 +21,10 @@ pub struct StatusArgs {
     #[command(flatten)]
     common: Common,
 }
+
+/// A runner is online while its last heartbeat is at most this many heartbeat intervals
+/// (the App's `runner.heartbeatSeconds`) old.
+const MISSED_HEARTBEATS: i64 = 3;
 
 /// One install's summary (the `-o json|yaml` form of a row).
 #[derive(Serialize)]
@@ -35,36 +41,67 @@ struct InstallSummary {
     awaiting_approval: usize,
     runner_online: bool,
     runner_last_heartbeat: Option<String>,
+    runner_version: Option<String>,
+}
+
+/// What the control plane knows of the installs' runners and apps, by namespace and name.
+#[derive(Default)]
+struct Fleet {
+    awaiting: BTreeMap<(String, String), usize>,
+    /// The most recent heartbeat of each install's Runners, and that runner's version.
+    heartbeats: BTreeMap<(String, String), (jiff::Timestamp, String)>,
+    heartbeat_seconds: BTreeMap<(String, String), u32>,
 }
 
 /// Prints the summary of every install in the namespace (or all of them).
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let (client, namespace) = args.common.client().await?;
-    let (installs, plans) = if args.all_namespaces {
-        (
-            Api::<Install>::all(client.clone()),
-            Api::<Plan>::all(client),
-        )
-    } else {
-        (
-            Api::<Install>::namespaced(client.clone(), &namespace),
-            Api::<Plan>::namespaced(client, &namespace),
-        )
-    };
-    let installs = installs.list(&ListParams::default()).await?.items;
+    let all = args.all_namespaces;
+    let installs = list::<Install>(&client, all, &namespace, ListParams::default()).await?;
+    let mut fleet = Fleet::default();
     let awaiting = ListParams::default().fields("status.phase=AwaitingApproval");
-    let mut waiting: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for plan in plans.list(&awaiting).await?.items {
+    for plan in list::<Plan>(&client, all, &namespace, awaiting).await? {
         // The field selector is the server's; the phase is checked here too.
         if plan.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::AwaitingApproval) {
-            *waiting
+            *fleet
+                .awaiting
                 .entry((plan.namespace().unwrap_or_default(), plan.spec.install))
                 .or_default() += 1;
         }
     }
+    for runner in list::<Runner>(&client, all, &namespace, ListParams::default()).await? {
+        let Some(beat) = runner
+            .status
+            .as_ref()
+            .and_then(|s| s.last_heartbeat.clone())
+        else {
+            continue;
+        };
+        let key = (
+            runner.namespace().unwrap_or_default(),
+            runner.spec.install.clone(),
+        );
+        if fleet.heartbeats.get(&key).is_none_or(|(t, _)| *t < beat.0) {
+            fleet
+                .heartbeats
+                .insert(key, (beat.0, runner.spec.version.clone()));
+        }
+    }
+    for app in list::<App>(&client, all, &namespace, ListParams::default()).await? {
+        let seconds = app
+            .spec
+            .runner
+            .as_ref()
+            .and_then(|r| r.heartbeat_seconds)
+            .unwrap_or(RunnerSettings::DEFAULT_HEARTBEAT_SECONDS);
+        fleet.heartbeat_seconds.insert(
+            (app.namespace().unwrap_or_default(), app.name_any()),
+            seconds,
+        );
+    }
     let summaries: Vec<InstallSummary> = installs
         .iter()
-        .map(|install| summary(install, &waiting))
+        .map(|install| summary(install, &fleet))
         .collect();
     if summaries.is_empty() && args.common.output == output::Format::Table {
         let place = if args.all_namespaces {
@@ -109,21 +146,54 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
                 .and_then(|t| t.parse::<jiff::Timestamp>().ok())
                 .map(|t| format!("{} ago", output::age(t)))
                 .unwrap_or_else(|| "never".into()),
+            s.runner_version.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
     output::print(args.common.output, &summaries, rows)
 }
 
-fn summary(install: &Install, waiting: &BTreeMap<(String, String), usize>) -> InstallSummary {
+/// The objects of kind `K` in `namespace`, or in every namespace.
+async fn list<K>(
+    client: &kube_client::Client,
+    all: bool,
+    namespace: &str,
+    params: ListParams,
+) -> anyhow::Result<Vec<K>>
+where
+    K: kube_client::Resource<Scope = kube_client::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api = if all {
+        Api::<K>::all(client.clone())
+    } else {
+        Api::<K>::namespaced(client.clone(), namespace)
+    };
+    Ok(api.list(&params).await?.items)
+}
+
+fn summary(install: &Install, fleet: &Fleet) -> InstallSummary {
     let namespace = install.namespace().unwrap_or_default();
+    let name = install.name_any();
+    let key = (namespace.clone(), name.clone());
     let status = install.status.clone().unwrap_or_default();
     let components = &status.components;
     let count = |f: &dyn Fn(&outpost_api::ComponentState) -> bool| {
         components.iter().filter(|c| f(c)).count()
     };
-    let runner = status.runner.unwrap_or_default();
+    let interval = fleet
+        .heartbeat_seconds
+        .get(&(namespace.clone(), install.spec.app.clone()))
+        .copied()
+        .unwrap_or(RunnerSettings::DEFAULT_HEARTBEAT_SECONDS);
+    let heartbeat = fleet.heartbeats.get(&key);
+    let online = heartbeat.is_some_and(|(beat, _)| {
+        jiff::Timestamp::now().as_second() - beat.as_second()
+            <= MISSED_HEARTBEATS * i64::from(interval)
+    });
     InstallSummary {
-        name: install.name_any(),
         app: install.spec.app.clone(),
         phase: status.phase.map(|p| format!("{p:?}")),
         components_in_sync: count(&|c| {
@@ -132,12 +202,11 @@ fn summary(install: &Install, waiting: &BTreeMap<(String, String), usize>) -> In
         components: components.len(),
         drifted: count(&|c| c.drift == Some(DriftState::Drifted)),
         failed: count(&|c| c.phase == Some(ComponentPhase::Failed)),
-        awaiting_approval: waiting
-            .get(&(namespace.clone(), install.name_any()))
-            .copied()
-            .unwrap_or(0),
-        runner_online: runner.connected,
-        runner_last_heartbeat: runner.last_heartbeat.map(|t| t.0.to_string()),
+        awaiting_approval: fleet.awaiting.get(&key).copied().unwrap_or(0),
+        runner_online: online,
+        runner_last_heartbeat: heartbeat.map(|(beat, _)| beat.to_string()),
+        runner_version: heartbeat.map(|(_, version)| version.clone()),
         namespace,
+        name,
     }
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use outpost_api::{DriftReport, Install, Plan};
+use outpost_api::{DriftReport, Install, Plan, Runner};
 use outpost_e2e::{Backend, ControlPlane, Process, manifests, outpost_binary};
 use serde_json::{Value, json};
 
@@ -186,6 +186,31 @@ async fn status_summarises_each_install_also_as_a_kubectl_plugin() {
     assert_eq!(globex["runnerOnline"], false);
     // acme is in prompt mode: its sandbox Plan waits for approval.
     fleet.wait_plan_in("acme", "AwaitingApproval").await;
+    // Runners as they register and heartbeat: globex's just now, acme's 10 minutes ago
+    // (the example app's heartbeat is the default, 30 s: three missed make it offline).
+    let runners = Api::<Runner>::namespaced(fleet.cp.client().await, "default");
+    for (install, ago) in [("globex", 1), ("acme", 600)] {
+        let runner: Runner = serde_json::from_value(json!({
+            "apiVersion": "outpost.dev/v1alpha1",
+            "kind": "Runner",
+            "metadata": {"name": format!("{install}-runner")},
+            "spec": {"install": install, "version": "9.9.9", "publicKey": format!("{}=", "A".repeat(43))},
+        }))
+        .unwrap();
+        runners
+            .create(&PostParams::default(), &runner)
+            .await
+            .unwrap();
+        let beat = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago);
+        runners
+            .patch_status(
+                &format!("{install}-runner"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"lastHeartbeat": beat.to_string()}})),
+            )
+            .await
+            .unwrap();
+    }
     let table = fleet.ok(&["status"]).stdout;
     let header = table.lines().next().unwrap();
     for column in [
@@ -213,10 +238,44 @@ async fn status_summarises_each_install_also_as_a_kubectl_plugin() {
             "0",
             "0",
             "0",
-            "offline"
+            "online"
         ]
     );
-    assert_eq!(row("acme")[7], "1", "one plan awaits approval:\n{table}");
+    assert_eq!(row("globex")[10..], ["ago", "9.9.9"], "{table}");
+    let acme = row("acme");
+    assert_eq!(acme[7], "1", "one plan awaits approval:\n{table}");
+    assert_eq!(acme[8..], ["offline", "10m", "ago", "9.9.9"], "{table}");
+
+    // --server and --token instead of a kubeconfig; a wrong token says what to check.
+    let direct = |token: &str| {
+        Command::new(outpost_binary())
+            .args([
+                "status",
+                "-o",
+                "json",
+                "--server",
+                &fleet.cp.url,
+                "--token",
+                token,
+            ])
+            .arg("--certificate-authority")
+            .arg(&fleet.cp.tls.ca)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let ok = direct(&fleet.cp.viewer_token);
+    assert!(ok.status.success(), "{ok:?}");
+    let rows: Vec<Value> = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(rows.len(), 2);
+    let refused = direct("not-a-token");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && stderr.contains("refused the credentials (401)")
+            && stderr.contains("--token"),
+        "{stderr}"
+    );
     // YAML carries the same summary.
     let yaml = fleet.ok(&["status", "-o", "yaml"]).stdout;
     assert!(
@@ -322,6 +381,35 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
             "plan default/{waiting} is Succeeded, not AwaitingApproval"
         )) && again.contains(&format!("outpost logs {waiting}")),
         "{again}"
+    );
+    // A viewer may look but not decide.
+    // (acme's next steps wait for its maintenance window; a manual trigger does not.)
+    let requested = fleet
+        .ok(&["trigger", "migrate", "--install", "acme"])
+        .stdout;
+    let manual = requested.trim().strip_prefix("plan/").unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while phase_of(&plans.get(&manual).await.unwrap()) != "AwaitingApproval" {
+        assert!(Instant::now() < deadline, "{manual} was never gated");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let viewer = Command::new(outpost_binary())
+        .args(["deny", &manual])
+        .env("KUBECONFIG", fleet.cp.kubeconfig(&fleet.cp.viewer_token))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&viewer.stderr);
+    assert!(
+        !viewer.status.success()
+            && stderr.contains("forbidden (403")
+            && stderr.contains("outpost:admins"),
+        "{stderr}"
+    );
+    let plan = plans.get(&manual).await.unwrap();
+    assert_eq!(
+        phase_of(&plan),
+        "AwaitingApproval",
+        "the viewer changed nothing"
     );
     let missing = fleet.fails(&["approve", "nope"]);
     assert!(
