@@ -678,3 +678,26 @@ async fn drift_lists_reports_with_their_field_diffs() {
         "{unknown}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stack_prints_an_install_stack_by_name_in_the_namespace() {
+    let fleet = Fleet::start().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let printed = loop {
+        // The install stack controller renders it shortly after the install appears.
+        let ran = fleet.outpost(&["stack", "acme"]);
+        if ran.ok {
+            break ran.stdout;
+        }
+        assert!(Instant::now() < deadline, "no stack for acme: {ran:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let template: Value = serde_json::from_str(&printed).unwrap();
+    assert_eq!(template["Parameters"]["RunnerToken"]["NoEcho"], true);
+    let elsewhere = fleet.fails(&["stack", "acme", "-n", "other"]);
+    assert!(
+        elsewhere.contains("install other/acme has no stack yet")
+            && elsewhere.contains("kubectl get install acme -n other"),
+        "{elsewhere}"
+    );
+}
