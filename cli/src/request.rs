@@ -16,9 +16,6 @@ use outpost_api::{Action, Component, Install, Operation, Plan, PlanRequest, Trig
 use crate::client::{Common, operator};
 use crate::output;
 
-/// How long the Install controller has to make the requested Plan.
-const PLAN_DEADLINE: Duration = Duration::from_secs(30);
-
 /// Arguments of `outpost deploy`.
 #[derive(clap::Args)]
 pub struct DeployArgs {
@@ -30,6 +27,9 @@ pub struct DeployArgs {
     /// Print the Plan's phase changes until it finishes; fail if it fails.
     #[arg(long)]
     wait: bool,
+    /// Seconds the Install controller has to make the Plan.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -49,6 +49,9 @@ pub struct TriggerArgs {
     /// Print the Plan's phase changes until it finishes; fail if it fails.
     #[arg(long)]
     wait: bool,
+    /// Seconds the Install controller has to make the Plan.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -76,7 +79,10 @@ pub async fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         &install,
         request,
         &args.common,
-        args.wait,
+        Wait {
+            plan_within: Duration::from_secs(args.timeout),
+            until_done: args.wait,
+        },
     )
     .await
 }
@@ -122,9 +128,20 @@ pub async fn trigger(args: TriggerArgs) -> anyhow::Result<()> {
         &install,
         request,
         &args.common,
-        args.wait,
+        Wait {
+            plan_within: Duration::from_secs(args.timeout),
+            until_done: args.wait,
+        },
     )
     .await
+}
+
+/// What `submit` waits for.
+struct Wait {
+    /// How long the Install controller has to make the Plan.
+    plan_within: Duration,
+    /// Whether to follow the Plan until it finishes.
+    until_done: bool,
 }
 
 async fn get_install(
@@ -167,7 +184,7 @@ async fn submit(
     install: &Install,
     request: PlanRequest,
     common: &Common,
-    wait: bool,
+    wait: Wait,
 ) -> anyhow::Result<()> {
     let installs = Api::<Install>::namespaced(client.clone(), namespace);
     let plans = Api::<Plan>::namespaced(client.clone(), namespace);
@@ -202,7 +219,7 @@ async fn submit(
         "requested {} of {} on install {namespace}/{name}; waiting for plan {plan_name}",
         request.operation, request.name
     );
-    let deadline = Instant::now() + PLAN_DEADLINE;
+    let deadline = Instant::now() + wait.plan_within;
     let plan = loop {
         if let Some(plan) = plans.get_opt(&plan_name).await? {
             break plan;
@@ -210,12 +227,12 @@ async fn submit(
         if Instant::now() > deadline {
             anyhow::bail!(
                 "the install controller did not make plan {namespace}/{plan_name} within {}s: check that `outpost controllers` runs; a component is planned only once its dependencies are deployed (`outpost status -n {namespace}`)",
-                PLAN_DEADLINE.as_secs()
+                wait.plan_within.as_secs()
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let plan = if wait {
+    let plan = if wait.until_done {
         crate::logs::wait(&plans, namespace, &plan_name).await?
     } else {
         plan

@@ -383,16 +383,34 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         "{again}"
     );
     // A viewer may look but not decide.
-    // (acme's next steps wait for its maintenance window; a manual trigger does not.)
-    let requested = fleet
-        .ok(&["trigger", "migrate", "--install", "acme"])
-        .stdout;
-    let manual = requested.trim().strip_prefix("plan/").unwrap().to_owned();
+    // acme's next steps wait for its maintenance window; a manual trigger does not.
+    // `--wait` shows the Plan waiting for approval (and how to give it), then its end.
+    let mut trigger = Command::new(outpost_binary());
+    trigger
+        .args(["trigger", "migrate", "--install", "acme", "--wait"])
+        .env("KUBECONFIG", &fleet.kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let trigger = trigger.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while phase_of(&plans.get(&manual).await.unwrap()) != "AwaitingApproval" {
-        assert!(Instant::now() < deadline, "{manual} was never gated");
+    let manual = loop {
+        let listed = plans
+            .list(&ListParams::default().labels("outpost.dev/install=acme"))
+            .await
+            .unwrap();
+        let found = listed
+            .items
+            .into_iter()
+            .find(|p| p.spec.entity.name == "migrate" && phase_of(p) == "AwaitingApproval");
+        if let Some(plan) = found {
+            break plan.metadata.name.unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the manual trigger was never gated"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
     let viewer = Command::new(outpost_binary())
         .args(["deny", &manual])
         .env("KUBECONFIG", fleet.cp.kubeconfig(&fleet.cp.viewer_token))
@@ -411,6 +429,29 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         "AwaitingApproval",
         "the viewer changed nothing"
     );
+    fleet.ok(&["approve", &manual]);
+    let waited = tokio::task::spawn_blocking(move || trigger.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert!(waited.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&waited.stdout).trim(),
+        format!("plan/{manual}")
+    );
+    let awaiting = stderr
+        .lines()
+        .position(|l| {
+            l.starts_with(&format!("plan {manual}: AwaitingApproval"))
+                && l.contains(&format!("approve with `outpost approve {manual}`"))
+        })
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let succeeded = stderr
+        .lines()
+        .position(|l| l.starts_with(&format!("plan {manual}: Succeeded")))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(awaiting < succeeded, "{stderr}");
     let missing = fleet.fails(&["approve", "nope"]);
     assert!(
         missing.contains("plan default/nope not found") && missing.contains("kubectl get plans"),
@@ -463,13 +504,23 @@ async fn deploy_asks_the_install_controller_for_a_plan_like_its_own() {
         .unwrap_or_else(|| panic!("{deployed:?}"))
         .to_owned();
     assert!(name.starts_with("globex-deploy-cache-"), "{name}");
-    // Progress: each phase change on standard error, up to Succeeded.
-    for phase in ["Approved", "Succeeded"] {
-        assert!(
-            deployed.stderr.contains(&format!("plan {name}: {phase}")),
-            "{deployed:?}"
-        );
-    }
+    // Progress: the phase changes it saw on standard error (polled, so a short-lived
+    // phase may pass unseen), in lifecycle order, ending with Succeeded.
+    let order = ["Pending", "Approved", "Claimed", "Running", "Succeeded"];
+    let seen: Vec<usize> = deployed
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("plan {name}: ")))
+        .map(|rest| {
+            let phase = rest.split([' ', ':']).next().unwrap();
+            order
+                .iter()
+                .position(|p| *p == phase)
+                .unwrap_or_else(|| panic!("{rest}"))
+        })
+        .collect();
+    assert!(seen.is_sorted(), "{deployed:?}");
+    assert_eq!(seen.last(), Some(&4), "{deployed:?}");
     let plan = plans.get(&name).await.unwrap();
     assert_eq!(phase_of(&plan), "Succeeded");
     assert_eq!(plan.spec.operation.as_str(), "deploy");
@@ -505,6 +556,14 @@ async fn deploy_asks_the_install_controller_for_a_plan_like_its_own() {
         Some(outpost_api::content_hash(
             plan.spec.desired_state.as_ref().unwrap()
         ))
+    );
+
+    // acme's components wait for its sandbox (awaiting approval): no Plan can be made yet.
+    let waits = fleet.fails(&["deploy", "web", "--install", "acme", "--timeout", "2"]);
+    assert!(
+        waits.contains("the install controller did not make plan default/acme-deploy-web-")
+            && waits.contains("once its dependencies are deployed"),
+        "{waits}"
     );
 
     // Errors name the object and what to do next.
@@ -680,7 +739,7 @@ async fn drift_lists_reports_with_their_field_diffs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stack_prints_an_install_stack_by_name_in_the_namespace() {
+async fn stack_and_audit_verify_take_an_install_by_name_in_the_namespace() {
     let fleet = Fleet::start().await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let printed = loop {
@@ -699,5 +758,14 @@ async fn stack_prints_an_install_stack_by_name_in_the_namespace() {
         elsewhere.contains("install other/acme has no stack yet")
             && elsewhere.contains("kubectl get install acme -n other"),
         "{elsewhere}"
+    );
+    // No runner has signed anything for acme yet; an unknown install is an error.
+    let verified = fleet.ok(&["audit", "verify", "acme"]);
+    assert_eq!(verified.stdout, "0 events verified\n");
+    let unknown = fleet.fails(&["audit", "verify", "nope", "-n", "other"]);
+    assert!(
+        unknown.contains("install other/nope not found")
+            && unknown.contains("outpost status -n other"),
+        "{unknown}"
     );
 }
