@@ -28,6 +28,14 @@ pub struct LogsArgs {
 /// Prints the Plan's log; with `-f`, follows it until the Plan finishes.
 pub async fn run(args: LogsArgs) -> anyhow::Result<()> {
     let (client, namespace) = args.common.client().await?;
+    if args.common.output != crate::output::Format::Table {
+        let format = format!("{:?}", args.common.output).to_lowercase();
+        anyhow::bail!(
+            "logs prints plan {}'s log as text, so -o does not apply: for the Plan as {format} use `kubectl get plan {} -n {namespace} -o {format}`",
+            args.plan,
+            args.plan,
+        );
+    }
     let api = Api::<Plan>::namespaced(client, &namespace);
     let mut plan = get_plan(&api, &namespace, &args.plan).await?;
     let mut printed = String::new();

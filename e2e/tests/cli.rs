@@ -367,6 +367,11 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
             "{stderr}"
         );
     }
+    let json = fleet.fails(&["logs", &waiting, "-o", "json"]);
+    assert!(
+        json.contains(&format!("kubectl get plan {waiting} -n default -o json")),
+        "{json}"
+    );
     // Without -f: the log as it is.
     let logs = fleet.ok(&["logs", &waiting]);
     assert_eq!(
