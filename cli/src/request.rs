@@ -4,8 +4,9 @@
 //! The CLI does not render templates: it adds a request to the Install's
 //! `spec.requests`, and the Install controller makes the Plan `<install>-<id>` from the
 //! desired state it renders, owned by the Install and labelled like its own, so the
-//! gate and the runner treat it like any other. Requests whose Plan exists are dropped
-//! from the list on the next request.
+//! gate and the runner treat it like any other. The CLI removes its request once the
+//! Plan exists (or withdraws it when none came in time); requests a CLI left behind
+//! (interrupted) are dropped by the next one once their Plan exists.
 
 use std::time::{Duration, Instant};
 
@@ -190,31 +191,14 @@ async fn submit(
     let plans = Api::<Plan>::namespaced(client.clone(), namespace);
     let name = install.name_any();
     let plan_name = format!("{name}-{}", request.id);
-    let mut install = install.clone();
-    loop {
-        // Requests already served (their Plan exists) are dropped.
-        let mut requests = Vec::new();
-        for r in &install.spec.requests {
-            if plans.get_opt(&format!("{name}-{}", r.id)).await?.is_none() {
-                requests.push(r.clone());
-            }
-        }
-        requests.push(request.clone());
-        let patch = serde_json::json!({
-            "metadata": {"resourceVersion": install.resource_version()},
-            "spec": {"requests": requests},
-        });
-        match installs
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => break,
-            Err(kube_client::Error::Api(e)) if e.code == 409 => {
-                install = get_install(client, namespace, &name).await?;
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
+    let requests = Requests {
+        installs: &installs,
+        plans: &plans,
+        install: &name,
+    };
+    requests
+        .update(install.clone(), Some(&request), None)
+        .await?;
     eprintln!(
         "requested {} of {} on install {namespace}/{name}; waiting for plan {plan_name}",
         request.operation, request.name
@@ -225,13 +209,23 @@ async fn submit(
             break plan;
         }
         if Instant::now() > deadline {
+            // Withdrawn, so that it does not run some time later, unexpectedly; unless
+            // the controller made it meanwhile.
+            let install = get_install(client, namespace, &name).await?;
+            requests.update(install, None, Some(&request.id)).await?;
+            if let Some(plan) = plans.get_opt(&plan_name).await? {
+                break plan;
+            }
             anyhow::bail!(
-                "the install controller did not make plan {namespace}/{plan_name} within {}s: check that `outpost controllers` runs; a component is planned only once its dependencies are deployed (`outpost status -n {namespace}`)",
+                "the install controller did not make plan {namespace}/{plan_name} within {}s, so the request was withdrawn: check that `outpost controllers` runs; a component is planned only once its dependencies are deployed (`outpost status -n {namespace}`)",
                 wait.plan_within.as_secs()
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    // Served: the request goes, so that deleting the Plan later does not run it again.
+    let install = get_install(client, namespace, &name).await?;
+    requests.update(install, None, None).await?;
     let plan = if wait.until_done {
         crate::logs::wait(&plans, namespace, &plan_name).await?
     } else {
@@ -242,4 +236,56 @@ async fn submit(
         &plan,
         vec![vec![format!("plan/{plan_name}")]],
     )
+}
+
+/// An Install's `spec.requests`, as the CLI keeps it: requests already served (their
+/// Plan exists) are dropped whenever it is written.
+struct Requests<'a> {
+    installs: &'a Api<Install>,
+    plans: &'a Api<Plan>,
+    install: &'a str,
+}
+
+impl Requests<'_> {
+    /// Writes the list without served requests and `withdraw`, with `add`, fenced by the
+    /// Install's resourceVersion and retried on a conflict.
+    async fn update(
+        &self,
+        mut install: Install,
+        add: Option<&PlanRequest>,
+        withdraw: Option<&str>,
+    ) -> anyhow::Result<()> {
+        loop {
+            let mut requests = Vec::new();
+            for r in &install.spec.requests {
+                let served = self
+                    .plans
+                    .get_opt(&format!("{}-{}", self.install, r.id))
+                    .await?
+                    .is_some();
+                if !served && withdraw != Some(r.id.as_str()) {
+                    requests.push(r.clone());
+                }
+            }
+            requests.extend(add.cloned());
+            if add.is_none() && requests.len() == install.spec.requests.len() {
+                return Ok(()); // nothing to change
+            }
+            let patch = serde_json::json!({
+                "metadata": {"resourceVersion": install.resource_version()},
+                "spec": {"requests": requests},
+            });
+            match self
+                .installs
+                .patch(self.install, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube_client::Error::Api(e)) if e.code == 409 => {
+                    install = self.installs.get(self.install).await?;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
 }

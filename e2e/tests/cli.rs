@@ -571,6 +571,14 @@ async fn deploy_asks_the_install_controller_for_a_plan_like_its_own() {
         "{waits}"
     );
 
+    assert!(waits.contains("the request was withdrawn"), "{waits}");
+    // Served and withdrawn requests leave the Install: deleting a Plan never re-runs it.
+    let installs = Api::<Install>::namespaced(fleet.cp.client().await, "default");
+    for install in ["acme", "globex"] {
+        let requests = installs.get(install).await.unwrap().spec.requests;
+        assert!(requests.is_empty(), "{install}: {requests:?}");
+    }
+
     // Errors name the object and what to do next.
     let install = fleet.fails(&["deploy", "cache", "--install", "nope"]);
     assert!(
