@@ -308,6 +308,13 @@ async fn status_summarises_each_install_also_as_a_kubectl_plugin() {
     // Errors say what to do next.
     let bad = fleet.fails(&["status", "-o", "xml"]);
     assert!(bad.contains("possible values: table, json, yaml"), "{bad}");
+    let everywhere: Vec<Value> = serde_json::from_str(
+        &fleet
+            .ok(&["status", "-A", "-n", "nowhere", "-o", "json"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(everywhere.len(), 2, "-A wins over -n: {everywhere:?}");
     let empty = fleet.ok(&["status", "-n", "nowhere"]);
     assert!(
         empty.stderr.contains("no installs in namespace nowhere")
