@@ -43,6 +43,25 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
             args.plan
         );
     };
+    // What is being approved: the operation, the role and what policies said of it.
+    let spec = &plan.spec;
+    let kind = serde_json::to_value(spec.entity.kind)?;
+    let mut what = format!(
+        "plan {}: {} of {} {}",
+        args.plan,
+        spec.operation,
+        kind.as_str().unwrap_or_default(),
+        spec.entity.name
+    );
+    if let Some(role) = plan.status.as_ref().and_then(|s| s.role.as_ref()) {
+        what.push_str(&format!(" under role {}", role.name));
+    }
+    eprintln!("{what}");
+    for verdict in plan.status.iter().flat_map(|s| &s.verdicts) {
+        for message in &verdict.messages {
+            eprintln!("  policy {} warns: {message}", verdict.policy);
+        }
+    }
     let by = operator();
     let status = serde_json::json!({
         "phase": PlanPhase::Approved,

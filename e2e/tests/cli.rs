@@ -395,6 +395,17 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         "{again}"
     );
     // A viewer may look but not decide.
+    // A policy that warns on manual runs: the approver sees it.
+    let policy = fleet.cp.scratch().join("notice.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: outpost.dev/v1alpha1\nkind: Policy\nmetadata:\n  name: trigger-notice\nspec:\n  app: shopfront\n  enforcement: warn\n  inputs: [plan]\n  module: |\n    package outpost.trigger_notice\n\n    warn contains msg if {\n      input.operation == \"trigger\"\n      msg := sprintf(\"%s runs by hand\", [input.entity.name])\n    }\n",
+    )
+    .unwrap();
+    fleet
+        .cp
+        .kubectl()
+        .ok(&["apply", "-f", policy.to_str().unwrap()]);
     // acme's next steps wait for its maintenance window; a manual trigger does not.
     // `--wait` shows the Plan waiting for approval (and how to give it), then its end.
     let mut trigger = Command::new(outpost_binary());
@@ -441,7 +452,15 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         "AwaitingApproval",
         "the viewer changed nothing"
     );
-    fleet.ok(&["approve", &manual]);
+    let approved = fleet.ok(&["approve", &manual]);
+    assert!(
+        approved.stderr.contains(&format!(
+            "plan {manual}: trigger of action migrate under role "
+        )) && approved
+            .stderr
+            .contains("policy trigger-notice warns: migrate runs by hand"),
+        "{approved:?}"
+    );
     let waited = tokio::task::spawn_blocking(move || trigger.wait_with_output())
         .await
         .unwrap()
