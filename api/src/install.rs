@@ -59,6 +59,29 @@ pub struct InstallSpec {
     /// App release (content hash) to stay on; the App's latest when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// Operator requests for one-off Plans (`outpost deploy`, `outpost trigger`): the
+    /// Install controller renders the entity's desired state and makes the Plan
+    /// `<install>-<id>`, once per id. Honoured outside maintenance windows too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<PlanRequest>,
+}
+
+/// A request for a one-off Plan, made by `outpost deploy` or `outpost trigger`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanRequest {
+    /// Unique among the Install's requests; the Plan is named `<install>-<id>`.
+    pub id: String,
+    /// `deploy` (a component) or `trigger` (an action).
+    pub operation: crate::Operation,
+    /// The component or action.
+    pub name: String,
+    /// Runtime role override: step 1 of the role precedence chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_override: Option<String>,
+    /// Who asked, recorded in the Plan's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
 }
 
 impl InstallSpec {
@@ -277,6 +300,37 @@ impl Validate for Install {
                 "must be sha256:<64 hex digits>",
             ));
         }
+        let ids = spec.requests.iter().map(|r| r.id.as_str());
+        errors.extend(duplicates(ids, |i| format!("spec.requests[{i}].id")));
+        for (i, request) in spec.requests.iter().enumerate() {
+            let at = format!("spec.requests[{i}]");
+            errors.extend(validate_name(
+                &format!("{at}.id"),
+                &request.id,
+                NameRule::Label,
+            ));
+            if !matches!(
+                request.operation,
+                crate::Operation::Deploy | crate::Operation::Trigger
+            ) {
+                errors.push(FieldError::not_supported(
+                    format!("{at}.operation"),
+                    request.operation.as_str(),
+                    &["deploy", "trigger"],
+                ));
+            }
+            errors.extend(validate_name(
+                &format!("{at}.name"),
+                &request.name,
+                NameRule::Label,
+            ));
+            if let Some(role) = &request.role_override {
+                errors.extend(crate::role::validate_role_name(
+                    &format!("{at}.roleOverride"),
+                    role,
+                ));
+            }
+        }
         errors
     }
 }
@@ -387,11 +441,23 @@ mod tests {
         let mut i = install();
         i.spec.inputs.insert("Bad-Key".into(), json!(1));
         i.spec.release = Some("v1".into());
+        i.spec.requests = vec![PlanRequest {
+            id: "Bad".into(),
+            operation: crate::Operation::Teardown,
+            name: "web".into(),
+            role_override: None,
+            requested_by: None,
+        }];
         assert_eq!(
             errors(&i),
             [
                 ("spec.inputs.Bad-Key".into(), FieldErrorKind::Invalid),
                 ("spec.release".into(), FieldErrorKind::Invalid),
+                ("spec.requests[0].id".into(), FieldErrorKind::Invalid),
+                (
+                    "spec.requests[0].operation".into(),
+                    FieldErrorKind::NotSupported
+                ),
             ]
         );
         assert_eq!(i.spec.approval_mode(), ApprovalMode::Prompt);

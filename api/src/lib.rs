@@ -48,7 +48,8 @@ pub use hash::{content_hash, is_content_hash};
 pub use input::{InputGroup, InputSpec, InputType, KubernetesSecretTarget, SecretSpec};
 pub use install::{
     ApprovalMode, CloudAccount, CloudProvider, ComponentPhase, ComponentState, Install,
-    InstallPhase, InstallSpec, InstallStatus, MaintenanceWindow, RunnerHealth, Weekday,
+    InstallPhase, InstallSpec, InstallStatus, MaintenanceWindow, PlanRequest, RunnerHealth,
+    Weekday,
 };
 pub use install_stack::{InstallStack, InstallStackSpec, InstallStackStatus};
 pub use operation::{EntityKind, EntityRef, Operation};

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams};
-use outpost_api::{AuditEvent, Runner};
+use outpost_api::{AuditEvent, Install, Runner};
 use outpost_runner::audit::{Source, read_local, verify};
 
 use crate::client::Connection;
@@ -20,8 +20,12 @@ pub enum AuditCommand {
     /// Verify an install's audit log. Prints "N events verified" (exit 0), or one line
     /// per failing event and why (exit 1).
     Verify {
-        /// The install, as NAMESPACE/NAME (or NAME in namespace `default`).
+        /// The install, as NAMESPACE/NAME, or NAME in `-n`'s namespace (else the
+        /// kubeconfig context's, else `default`).
         install: String,
+        /// Namespace of the install, when INSTALL is a bare name.
+        #[arg(short, long)]
+        namespace: Option<String>,
         /// Verify the runner's local copy in this state dir instead of the shipped
         /// AuditEvents (keys still come from the registered Runners).
         #[arg(long)]
@@ -35,11 +39,15 @@ pub enum AuditCommand {
 pub async fn run(command: AuditCommand) -> anyhow::Result<ExitCode> {
     let AuditCommand::Verify {
         install,
+        namespace,
         local,
         connection,
     } = command;
-    let (namespace, name) = install.split_once('/').unwrap_or(("default", &install));
     let client = connection.client().await?;
+    let fallback = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
+    let (namespace, name) = install
+        .split_once('/')
+        .unwrap_or((fallback.as_str(), &install));
     let keys: BTreeMap<String, String> = Api::<Runner>::namespaced(client.clone(), namespace)
         .list(&ListParams::default().fields(&format!("spec.install={name}")))
         .await
@@ -48,6 +56,19 @@ pub async fn run(command: AuditCommand) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|r| (r.name_any(), r.spec.public_key))
         .collect();
+    // An unknown install (and no runner left of it) has no events either: say so rather
+    // than "0 events verified".
+    if keys.is_empty()
+        && Api::<Install>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .with_context(|| format!("cannot read install {namespace}/{name}"))?
+            .is_none()
+    {
+        anyhow::bail!(
+            "install {namespace}/{name} not found: list installs with `outpost status -n {namespace}` (or `outpost status -A`)"
+        );
+    }
     let result = match &local {
         Some(dir) => {
             let events = read_local(dir)

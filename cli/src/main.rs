@@ -1,5 +1,8 @@
-//! `outpost`: the control plane's processes and the command-line verbs.
+//! `outpost`: the control plane's processes and the command-line verbs. Also the
+//! kubectl plugin `kubectl-outpost` (the same binary under that name, so that
+//! `kubectl outpost status` works).
 
+mod approval;
 mod audit;
 mod bench;
 mod bench_controllers;
@@ -7,20 +10,25 @@ mod bench_runner;
 mod bench_runner_footprint;
 mod client;
 mod controllers;
+mod drift;
+mod logs;
 mod manifests;
+mod output;
 mod policy;
+mod request;
 mod runner;
 mod server;
 mod stack;
+mod status;
 mod token;
 mod up;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Subcommand};
 
 /// Outpost: a control plane for Bring Your Own Cloud software.
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(name = "outpost", version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
@@ -57,6 +65,28 @@ enum Command {
     /// Check an install's signed audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// The fleet at a glance: one row per install (phase, components in sync, drifted,
+    /// failed, Plans awaiting approval, runner online and last heartbeat).
+    Status(status::StatusArgs),
+    /// Deploy a component of an install again, with its desired state rendered now.
+    ///
+    /// Adds a request to the Install; the Install controller makes the Plan
+    /// `<install>-deploy-<component>-<millis>`, which goes through the gate (approval in
+    /// `prompt` mode) to the runner. `--wait` prints its phase changes until it finishes.
+    Deploy(request::DeployArgs),
+    /// Run an action (one with a `manual` trigger) on an install.
+    ///
+    /// `--role R` is the runtime override, step 1 of the role precedence chain: the Plan
+    /// runs under R if the App declares it, and is denied otherwise.
+    Trigger(request::TriggerArgs),
+    /// Approve a Plan awaiting approval; the approval binds to its content hash.
+    Approve(approval::ApproveArgs),
+    /// Deny a Plan awaiting approval, recording who and why.
+    Deny(approval::DenyArgs),
+    /// Show drift: each DriftReport with the fields that differ (applied vs live).
+    Drift(drift::DriftArgs),
+    /// Print what a Plan's execution printed (`status.log`); `-f` follows it to the end.
+    Logs(logs::LogsArgs),
 }
 
 #[tokio::main]
@@ -67,7 +97,21 @@ async fn main() -> anyhow::Result<ExitCode> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    // Run as `kubectl-outpost` (kubectl's plugin naming), help and errors say `kubectl outpost`.
+    let invoked_as_plugin = std::env::args_os()
+        .next()
+        .and_then(|arg0| {
+            std::path::Path::new(&arg0)
+                .file_name()
+                .map(|n| n.to_string_lossy().starts_with("kubectl-outpost"))
+        })
+        .unwrap_or(false);
+    let mut command = Cli::command();
+    if invoked_as_plugin {
+        command = command.name("kubectl-outpost").bin_name("kubectl outpost");
+    }
+    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    match cli.command {
         Command::Up(args) => up::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Server(args) => server::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Controllers(args) => controllers::run(args).await.map(|()| ExitCode::SUCCESS),
@@ -77,5 +121,33 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Policy(command) => Ok(policy::run(command)),
         Command::Runner(args) => runner::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Audit(command) => audit::run(command).await,
+        Command::Status(args) => status::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Deploy(args) => request::deploy(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Trigger(args) => request::trigger(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Approve(args) => approval::approve(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Deny(args) => approval::deny(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Drift(args) => drift::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Logs(args) => logs::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
     }
 }

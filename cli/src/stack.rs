@@ -10,19 +10,27 @@ use crate::client::Connection;
 /// Arguments of `outpost stack`.
 #[derive(clap::Args)]
 pub struct StackArgs {
-    /// The install, as NAMESPACE/NAME (or NAME in namespace `default`).
+    /// The install, as NAMESPACE/NAME, or NAME in `-n`'s namespace (else the kubeconfig
+    /// context's, else `default`).
     install: String,
+    /// Namespace of the install, when INSTALL is a bare name.
+    #[arg(short, long)]
+    namespace: Option<String>,
     #[command(flatten)]
     connection: Connection,
 }
 
 /// Prints the rendered template as JSON on standard output.
 pub async fn run(args: StackArgs) -> anyhow::Result<()> {
+    let client = args.connection.client().await?;
+    let fallback = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
     let (namespace, name) = args
         .install
         .split_once('/')
-        .unwrap_or(("default", args.install.as_str()));
-    let client = args.connection.client().await?;
+        .unwrap_or((fallback.as_str(), args.install.as_str()));
     let stack = Api::<InstallStack>::namespaced(client, namespace)
         .get_opt(name)
         .await

@@ -302,6 +302,31 @@ fn help_explains_every_command() {
     let output = outpost().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&output.stdout);
     assert!(help.contains("up") && help.contains("bench"), "{help}");
+    for verb in [
+        "status", "stack", "deploy", "trigger", "approve", "deny", "drift", "logs", "audit",
+    ] {
+        assert!(
+            help.lines()
+                .any(|l| l.split_whitespace().next() == Some(verb)),
+            "{verb} is not in --help:\n{help}"
+        );
+        let output = outpost().args([verb, "--help"]).output().unwrap();
+        assert!(output.status.success(), "{verb} --help");
+    }
+    let output = outpost().args(["trigger", "--help"]).output().unwrap();
+    let trigger = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--install",
+        "--role",
+        "--wait",
+        "--server",
+        "--token",
+        "--kubeconfig",
+        "--namespace",
+        "--output",
+    ] {
+        assert!(trigger.contains(flag), "{flag} missing:\n{trigger}");
+    }
     let output = outpost()
         .args(["bench", "store", "--help"])
         .output()

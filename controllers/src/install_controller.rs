@@ -354,6 +354,16 @@ async fn converge(
     if let Some(step) = &held {
         tracing::info!(install = %name, plan = %step, "held until the next maintenance window");
     }
+    requested_plans(
+        install,
+        &app,
+        &steps,
+        &actions,
+        context.as_ref(),
+        &plans_api,
+        index,
+    )
+    .await?;
     let done = !blocked && failed.is_none() && all_rendered;
     if deleting {
         set_status(
@@ -465,6 +475,62 @@ async fn converge(
     });
     let again = Duration::from_secs(again);
     Ok(Action::requeue(until_cron.map_or(again, |c| c.min(again))))
+}
+
+/// Makes the Plans operators requested in `spec.requests` (`outpost deploy`, `outpost
+/// trigger`), each once: `<install>-<id>`, a component's desired state as this converge
+/// rendered it, an action's rendered for the install. A component not rendered yet (its
+/// dependencies are not deployed) or an unknown entity gets no Plan; the CLI says so.
+async fn requested_plans(
+    install: &Install,
+    app: &App,
+    steps: &[Step],
+    actions: &[AppAction],
+    context: Option<&TemplateContext>,
+    api: &Api<Plan>,
+    index: &PlanIndex,
+) -> Result<(), InstallError> {
+    let name = install.name_any();
+    for request in &install.spec.requests {
+        let plan = format!("{name}-{}", request.id);
+        let step = match request.operation {
+            Operation::Deploy => steps
+                .iter()
+                .find(|s| {
+                    s.operation == Operation::Deploy
+                        && s.entity.kind == EntityKind::Component
+                        && s.entity.name == request.name
+                })
+                .map(|s| Step {
+                    name: plan,
+                    operation: Operation::Deploy,
+                    entity: s.entity.clone(),
+                    desired: s.desired.clone(),
+                    waits_for: vec![],
+                }),
+            Operation::Trigger => actions
+                .iter()
+                .find(|a| a.name_any() == request.name)
+                .map(|action| trigger_step(&plan, action, context, vec![])),
+            _ => None,
+        };
+        let Some(step) = step else { continue };
+        let reason = match &request.requested_by {
+            Some(by) => format!("manual: requested by {by}"),
+            None => "manual".into(),
+        };
+        create_plan_with(
+            api,
+            index,
+            install,
+            app,
+            &step,
+            reason,
+            request.role_override.clone(),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// The trigger kinds that run before and after a step.
@@ -601,6 +667,19 @@ async fn create_plan(
     app: &App,
     step: &Step,
 ) -> Result<(), InstallError> {
+    create_plan_with(api, index, install, app, step, "converge".into(), None).await
+}
+
+/// Creates the Plan of `step` with `reason` and a runtime role override.
+async fn create_plan_with(
+    api: &Api<Plan>,
+    index: &PlanIndex,
+    install: &Install,
+    app: &App,
+    step: &Step,
+    reason: String,
+    role_override: Option<String>,
+) -> Result<(), InstallError> {
     let owner = install
         .controller_owner_ref(&())
         .expect("a stored Install has a name and uid");
@@ -610,9 +689,9 @@ async fn create_plan(
             install: install.name_any(),
             operation: step.operation,
             entity: step.entity.clone(),
-            reason: Some("converge".into()),
+            reason: Some(reason),
             release: app.status.as_ref().and_then(|s| s.release.clone()),
-            role_override: None,
+            role_override,
             desired_state: Some(step.desired.clone()),
             content_hash: Some(content_hash(&step.desired)),
             base_revision: install.resource_version(),

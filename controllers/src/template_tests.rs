@@ -68,6 +68,7 @@ pub(crate) fn install() -> Install {
             },
             maintenance_windows: vec![],
             approval_mode: None,
+            requests: vec![],
             release: None,
         },
     );
