@@ -137,21 +137,16 @@ async fn run(
             "component type {type_name} is not supported by this runner"
         ))
     })?;
-    if let Some(role) = &subject.role {
-        let level = plan
-            .status
-            .as_ref()
-            .and_then(|s| s.role.as_ref())
-            .map(|r| r.level);
-        session.audit(
-            AuditEventType::Role,
-            subject.clone(),
-            json!({"role": role, "level": level}),
-        );
-    }
+    let mut env = assume_role(session, plan, subject).await?;
     let desired = plan.spec.desired_state.clone().unwrap_or(Value::Null);
     let secrets = crate::secrets::resolve(&desired, session.secrets.as_ref())
+        .await
         .map_err(|e| refused(e.to_string()))?;
+    env.extend(
+        secrets
+            .iter()
+            .map(|(k, v)| (crate::secrets::env_name(k), v.clone())),
+    );
     let ctx = StepContext {
         plan: name.clone(),
         plan_uid: uid.clone(),
@@ -159,10 +154,7 @@ async fn run(
         entity: plan.spec.entity.name.clone(),
         desired: desired.clone(),
         work_dir: work_dir(session, plan).map_err(failed)?,
-        env: secrets
-            .iter()
-            .map(|(k, v)| (crate::secrets::env_name(k), v.clone()))
-            .collect(),
+        env,
         timeout: timeout(plan),
     };
     let vendor = read_vendor_policies(session).await?;
@@ -213,6 +205,61 @@ async fn run(
         session.drift.record_step(&ctx, &type_name, &applied);
     }
     Ok(applied)
+}
+
+/// Audits the Plan's resolved role and, with a customer AWS account (`--stack`),
+/// assumes it: the executor's environment gets its temporary credentials. A role that
+/// cannot be assumed fails the Plan closed; there is no fallback to another role.
+async fn assume_role(
+    session: &Session,
+    plan: &Plan,
+    subject: &Subject,
+) -> Result<BTreeMap<String, String>, Failure> {
+    let Some(role) = &subject.role else {
+        return match session.aws {
+            Some(_) => Err(refused(
+                "the plan has no resolved role, and every plan runs under one in the customer account",
+            )),
+            None => Ok(BTreeMap::new()),
+        };
+    };
+    let level = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.role.as_ref())
+        .map(|r| r.level);
+    let Some(account) = &session.aws else {
+        session.audit(
+            AuditEventType::Role,
+            subject.clone(),
+            json!({"role": role, "level": level}),
+        );
+        return Ok(BTreeMap::new());
+    };
+    let uid = plan.uid().unwrap_or_default();
+    match account.assume(role, &uid).await {
+        Ok(assumed) => {
+            // The identity and ARN only: credentials never enter the audit log.
+            session.audit(
+                AuditEventType::Role,
+                subject.clone(),
+                json!({"role": role, "level": level, "roleArn": assumed.role_arn,
+                       "assumedRole": assumed.identity, "expires": assumed.expires,
+                       "stack": account.stack_name}),
+            );
+            Ok(account.environment(&assumed))
+        }
+        Err(e) => {
+            tracing::warn!(plan = %plan.name_any(), role = %role, reason = %e, "role not assumable; the plan fails closed");
+            session.audit(
+                AuditEventType::Role,
+                subject.clone(),
+                json!({"role": role, "level": level, "assumable": false, "reason": e.to_string(),
+                       "stack": account.stack_name}),
+            );
+            Err(refused(crate::aws::RoleError::plan_message(role)))
+        }
+    }
 }
 
 /// Reads the install's vendor policies: the Policies of its App that select it, as the

@@ -181,6 +181,16 @@ fn add_role(
             "Description": format!("ARN of the {type_} role {rendered}"),
             "Value": {"Fn::GetAtt": [resource, "Arn"]},
         }),
+    )?;
+    // Unconditional: the runner learns every declared role's name from the stack and
+    // whether it is enabled from `parameter`, also for a role the stack did not create.
+    stack.output(
+        &format!("{resource}Name"),
+        &owner,
+        json!({
+            "Description": format!("Name of the {type_} role, enabled by parameter {parameter}"),
+            "Value": rendered,
+        }),
     )
 }
 
