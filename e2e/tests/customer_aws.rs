@@ -10,6 +10,11 @@
 //!   the stack's enabled roles are on the `Runner` and the `InstallStack`.
 //! * The customer revoking the maintenance role's trust makes the next deploy Plan fail
 //!   closed; restoring it makes a retry succeed.
+//! * Break-glass: the disabled-by-default EKS upgrade role is absent, so a trigger with
+//!   it as runtime role override fails closed; the customer enables it (stack
+//!   parameter), the trigger runs under it; the customer disables it again, and the
+//!   next trigger fails closed. (moto has no UpdateClusterVersion: the action's call
+//!   gets a 404 there, after the step showed the role it runs as.)
 //! * The database password lives in the customer's Secrets Manager: the migrate action
 //!   provably gets it, and it is in no object of the control plane's store (both
 //!   backends), no API answer, no Plan log and no audit event.
@@ -34,6 +39,8 @@
 //! * moto keeps the inline policies CloudFormation created as objects its IAM
 //!   enforcement cannot read (500 on every call of the role): the customer puts each
 //!   again, unchanged.
+//! * On a stack update moto creates a role whose condition turned true, but keeps one
+//!   whose condition turned false: the customer deletes it as CloudFormation would.
 //! * moto's query-protocol signature check re-encodes the form body the Python way; see
 //!   [`FormEncodedLikePython`].
 //!
@@ -348,6 +355,69 @@ impl Customer {
         password
     }
 
+    /// Sets the stack parameter `key` to `value`, keeping the others (CloudFormation
+    /// UpdateStack with the previous template).
+    async fn update_parameter(&self, key: &str, value: &str) {
+        use aws_sdk_cloudformation::types::{Capability, Parameter};
+        let config = aws_sdk_cloudformation::config::Builder::from(&self.admin)
+            .interceptor(FormEncodedLikePython)
+            .build();
+        let cfn = aws_sdk_cloudformation::Client::from_conf(config);
+        let described = cfn
+            .describe_stacks()
+            .stack_name(STACK)
+            .send()
+            .await
+            .unwrap();
+        let mut update = cfn
+            .update_stack()
+            .stack_name(STACK)
+            .use_previous_template(true)
+            .capabilities(Capability::CapabilityNamedIam);
+        // The values given at creation are kept with UsePreviousValue (the NoEcho ones
+        // cannot be read back); moto keeps no previous value of a defaulted parameter,
+        // so those are passed as read.
+        let given = [
+            "RunnerToken",
+            "RunnerAmiId",
+            "VpcId",
+            "RunnerSubnetId",
+            "SecretApiKeyValue",
+        ];
+        for parameter in described.stacks()[0].parameters() {
+            let name = parameter.parameter_key().unwrap();
+            let builder = Parameter::builder().parameter_key(name);
+            update = update.parameters(if name == key {
+                builder.parameter_value(value).build()
+            } else if given.contains(&name) {
+                builder.use_previous_value(true).build()
+            } else {
+                builder
+                    .parameter_value(parameter.parameter_value().unwrap_or_default())
+                    .build()
+            });
+        }
+        update
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("UpdateStack: {e:?}\n{}", self.moto.log()));
+        eventually(120, "the stack update", async || {
+            let described = cfn.describe_stacks().stack_name(STACK).send().await.ok()?;
+            let stack = &described.stacks()[0];
+            let status = stack.stack_status()?.as_str().to_owned();
+            assert!(
+                !status.contains("FAILED") && !status.contains("ROLLBACK"),
+                "{status}"
+            );
+            let set = stack
+                .parameters()
+                .iter()
+                .any(|p| p.parameter_key() == Some(key) && p.parameter_value() == Some(value));
+            (!status.ends_with("_IN_PROGRESS") && set).then_some(())
+        })
+        .await;
+    }
+
     /// The trust policy of `role`, decoded.
     async fn trust(&self, role: &str) -> Value {
         let found = self
@@ -513,6 +583,8 @@ struct Flow {
     uid: String,
     /// The database password in the customer's Secrets Manager.
     password: String,
+    /// The trust policy the install's roles have, with the emulator's bridge.
+    role_trust: Value,
     state: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -565,12 +637,14 @@ async fn start(backend: Backend) -> Flow {
         runner_role.rsplit('/').next().unwrap()
     );
     // Emulator bridges (see the module documentation).
+    let mut role_trust = Value::Null;
     for role in ["provision", "maintenance", "deprovision"] {
         let role = format!("{uid}-{role}");
         let mut trust = customer.trust(&role).await;
         trust["Statement"][0]["Principal"]["AWS"] =
             serde_json::json!([runner_role, runner_session]);
         customer.set_trust(&role, &trust).await;
+        role_trust = trust;
     }
     for role in ["provision", "maintenance", "deprovision"]
         .map(|r| format!("{uid}-{r}"))
@@ -653,6 +727,7 @@ async fn start(backend: Backend) -> Flow {
         _runner: Process::new(child),
         uid,
         password,
+        role_trust,
         state,
         _dir: dir,
     }
@@ -1143,3 +1218,126 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
 }
 
 outpost_e2e::on_both_backends!(the_secret_never_reaches_the_control_plane);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_glass_runs_only_while_the_customer_enables_the_role() {
+    let flow = start(Backend::Embedded).await;
+    flow.install_reaches(InstallPhase::Active, 300).await;
+    let role = format!("{}-eks-upgrade-role", flow.uid);
+    let refused = format!("role {role} is disabled or not assumable in the customer account");
+    // Disabled by default: the role is absent, the operator's trigger fails closed.
+    let first = flow.trigger("eks-upgrade", Some(&role)).await;
+    let plan = flow.finished(&first).await;
+    let status = plan.status.clone().unwrap();
+    assert_eq!(
+        status.message.as_deref(),
+        Some(refused.as_str()),
+        "{status:?}"
+    );
+    assert_eq!(status.role.unwrap().name, role);
+
+    // The customer switches it on for the incident.
+    flow.customer
+        .update_parameter("EnableEksUpgradeRole", "true")
+        .await;
+    // moto re-evaluates the role's condition on update and creates it; it gets the
+    // emulator bridges the stack's other roles got.
+    let iam = flow.customer.iam();
+    iam.get_role()
+        .role_name(&role)
+        .send()
+        .await
+        .expect("the stack update created the role");
+    flow.customer.set_trust(&role, &flow.role_trust).await;
+    flow.customer.reput_inline_policies(&role).await;
+    let second = flow.trigger("eks-upgrade", Some(&role)).await;
+    let plan = flow.finished(&second).await;
+    let status = plan.status.clone().unwrap();
+    // The step ran under the break-glass role (the identity it printed is the role's
+    // session for this Plan) and called EKS; moto does not implement
+    // UpdateClusterVersion (404), so the step, and the Plan, fail there.
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "upgrading as arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{}",
+            plan.metadata.uid.clone().unwrap()
+        )) && message.contains(&format!(
+            "eks UpdateClusterVersion {}-eks to 1.30: HTTP 404",
+            flow.uid
+        )),
+        "{status:?}"
+    );
+
+    // The customer switches it off again; the next trigger fails closed.
+    flow.customer
+        .update_parameter("EnableEksUpgradeRole", "false")
+        .await;
+    // moto keeps a role whose condition the update switched off: the customer deletes
+    // it as CloudFormation would.
+    let names = iam
+        .list_role_policies()
+        .role_name(&role)
+        .send()
+        .await
+        .unwrap();
+    for name in names.policy_names() {
+        iam.delete_role_policy()
+            .role_name(&role)
+            .policy_name(name)
+            .send()
+            .await
+            .expect("DeleteRolePolicy");
+    }
+    iam.delete_role()
+        .role_name(&role)
+        .send()
+        .await
+        .expect("DeleteRole");
+    let third = flow.trigger("eks-upgrade", Some(&role)).await;
+    let plan = flow.finished(&third).await;
+    let status = plan.status.clone().unwrap();
+    assert_eq!(
+        status.message.as_deref(),
+        Some(refused.as_str()),
+        "{status:?}"
+    );
+
+    // Every step is in the signed audit log with the role it used (or could not).
+    let events = flow.audit_verifies().await;
+    let roles = |plan: &str| Flow::role_events(&events, plan);
+    assert_eq!(roles(&first).len(), 1);
+    assert_eq!(roles(&first)[0]["assumable"], false);
+    assert!(
+        roles(&first)[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not enabled")),
+        "{:?}",
+        roles(&first)
+    );
+    let used = roles(&second);
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0]["level"], "override");
+    let uid = plan_uid(&flow, &second).await;
+    assert_eq!(
+        used[0]["assumedRole"],
+        format!("arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{uid}")
+    );
+    let applied = events.iter().any(|e| {
+        e.spec.plan.as_deref() == Some(second.as_str()) && e.spec.type_ == AuditEventType::Apply
+    });
+    assert!(applied, "the break-glass run is audited");
+    assert_eq!(roles(&third)[0]["assumable"], false);
+    for plan in [&first, &third] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e.spec.plan.as_deref() == Some(plan.as_str())
+                    && e.spec.type_ == AuditEventType::Refuse),
+            "the refusal of {plan} is audited"
+        );
+    }
+}
+
+async fn plan_uid(flow: &Flow, name: &str) -> String {
+    flow.plans.get(name).await.unwrap().metadata.uid.unwrap()
+}
