@@ -29,8 +29,11 @@
 //!   matches a role's sessions (`assumed-role/R/S`) to the role's ARN: the customer adds
 //!   the runner's session ARN next to the runner role's ARN in each role's trust.
 //! * moto authorizes CloudFormation and Secrets Manager calls against `Resource: "*"`
-//!   only, so the stack's statements scoped to the stack and its secrets never match:
-//!   the customer grants the runner role those two reads on `*` in an extra policy.
+//!   only, so the stack's statements scoped to the stack and its secrets never match
+//!   (and its references to the secrets it skipped are `null`): the customer grants
+//!   the runner role `DescribeStacks` and the install's roles `GetSecretValue` on `*`
+//!   in an extra policy. The runner role gets no secret read here, so the Plans'
+//!   secrets provably come through the Plans' roles.
 //! * The runner's instance role is emulated: the customer's admin assumes it (session
 //!   name the instance id, as EC2 does) and hands the credentials to the runner process
 //!   in `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`. moto fails (500)
@@ -458,8 +461,9 @@ impl Customer {
                 .replace("None", "null");
             let mut document: Value = serde_json::from_str(&document)
                 .unwrap_or_else(|e| panic!("{role}/{name} is JSON: {e}: {document}"));
-            // moto cannot match `null` resources (500): drop them, and statements
-            // left with none (their grant is the `emulator-resource-star` policy's).
+            // moto cannot match `null` resources (500): drop them, and statements and
+            // policies left with none (their grant is the `emulator-resource-star`
+            // policy's).
             if let Some(statements) = document["Statement"].as_array_mut() {
                 for statement in statements.iter_mut() {
                     if let Some(resources) = statement["Resource"].as_array_mut() {
@@ -467,6 +471,15 @@ impl Customer {
                     }
                 }
                 statements.retain(|s| s["Resource"].as_array().is_none_or(|r| !r.is_empty()));
+                if statements.is_empty() {
+                    iam.delete_role_policy()
+                        .role_name(role)
+                        .policy_name(name)
+                        .send()
+                        .await
+                        .expect("DeleteRolePolicy");
+                    continue;
+                }
             }
             iam.put_role_policy()
                 .role_name(role)
@@ -476,6 +489,23 @@ impl Customer {
                 .await
                 .expect("PutRolePolicy");
         }
+    }
+
+    /// Grants `role` `actions` on `Resource: "*"` (policy `emulator-resource-star`): what
+    /// the stack grants on its stack and secrets, which moto cannot match.
+    async fn resource_star(&self, role: &str, actions: &[&str]) {
+        let document = serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+        });
+        self.iam()
+            .put_role_policy()
+            .role_name(role)
+            .policy_name("emulator-resource-star")
+            .policy_document(document.to_string())
+            .send()
+            .await
+            .expect("PutRolePolicy");
     }
 
     async fn set_trust(&self, role: &str, policy: &Value) {
@@ -654,16 +684,18 @@ async fn start(backend: Backend) -> Flow {
         customer.reput_inline_policies(role).await;
     }
     customer
-        .iam()
-        .put_role_policy()
-        .role_name(runner_role.rsplit('/').next().unwrap())
-        .policy_name("emulator-resource-star")
-        .policy_document(
-            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["cloudformation:DescribeStacks","secretsmanager:GetSecretValue"],"Resource":"*"}]}"#,
+        .resource_star(
+            runner_role.rsplit('/').next().unwrap(),
+            &["cloudformation:DescribeStacks"],
         )
-        .send()
-        .await
-        .expect("PutRolePolicy");
+        .await;
+    // Not the runner role's secret reads: Plans read their secrets under their role,
+    // which the next policies bridge; only drift checks read with the runner's role.
+    for role in ["provision", "maintenance", "deprovision"] {
+        customer
+            .resource_star(&format!("{uid}-{role}"), &["secretsmanager:GetSecretValue"])
+            .await;
+    }
 
     let runner_trust = customer
         .trust(runner_role.rsplit('/').next().unwrap())
@@ -1250,6 +1282,9 @@ async fn break_glass_runs_only_while_the_customer_enables_the_role() {
         .expect("the stack update created the role");
     flow.customer.set_trust(&role, &flow.role_trust).await;
     flow.customer.reput_inline_policies(&role).await;
+    flow.customer
+        .resource_star(&role, &["secretsmanager:GetSecretValue"])
+        .await;
     let second = flow.trigger("eks-upgrade", Some(&role)).await;
     let plan = flow.finished(&second).await;
     let status = plan.status.clone().unwrap();

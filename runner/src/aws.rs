@@ -259,6 +259,22 @@ impl Account {
         })
     }
 
+    /// The SDK configuration of the account with `assumed`'s credentials.
+    pub fn config_for(&self, assumed: &AssumedRole) -> SdkConfig {
+        use aws_sdk_sts::config::{Credentials, SharedCredentialsProvider};
+        let credentials = Credentials::new(
+            assumed.access_key_id.clone(),
+            assumed.secret_access_key.clone(),
+            Some(assumed.session_token.clone()),
+            None,
+            "outpost-plan-role",
+        );
+        self.config
+            .to_builder()
+            .credentials_provider(SharedCredentialsProvider::new(credentials))
+            .build()
+    }
+
     /// The environment an executor gets for `assumed`: the standard AWS variables every
     /// SDK, the AWS CLI and terraform's AWS provider read.
     pub fn environment(&self, assumed: &AssumedRole) -> BTreeMap<String, String> {

@@ -16,6 +16,7 @@ use crate::audit::Subject;
 use crate::executor::{Applied, Diff, StepContext};
 use crate::executors::executor_type;
 use crate::journal::Stage;
+use crate::secrets::{SecretSource, SecretsManagerSecrets};
 use crate::session::Session;
 
 /// The reason a Plan fails with when the runner died during its apply and the re-plan
@@ -137,9 +138,12 @@ async fn run(
             "component type {type_name} is not supported by this runner"
         ))
     })?;
-    let mut env = assume_role(session, plan, subject).await?;
+    let (mut env, role_secrets) = assume_role(session, plan, subject).await?;
     let desired = plan.spec.desired_state.clone().unwrap_or(Value::Null);
-    let secrets = crate::secrets::resolve(&desired, session.secrets.as_ref())
+    let source = role_secrets
+        .as_deref()
+        .unwrap_or_else(|| session.secrets.as_ref());
+    let secrets = crate::secrets::resolve(&desired, source)
         .await
         .map_err(|e| refused(e.to_string()))?;
     env.extend(
@@ -207,20 +211,26 @@ async fn run(
     Ok(applied)
 }
 
+/// The executor's environment for a Plan's role, and where the Plan's secrets are read
+/// when not from the runner's own store.
+type RoleEnvironment = (BTreeMap<String, String>, Option<Box<dyn SecretSource>>);
+
 /// Audits the Plan's resolved role and, with a customer AWS account (`--stack`),
-/// assumes it: the executor's environment gets its temporary credentials. A role that
-/// cannot be assumed fails the Plan closed; there is no fallback to another role.
+/// assumes it: the executor's environment gets its temporary credentials, and the
+/// Plan's secrets are read from Secrets Manager under it (unless `--secrets-dir`). A
+/// role that cannot be assumed fails the Plan closed; there is no fallback to another
+/// role.
 async fn assume_role(
     session: &Session,
     plan: &Plan,
     subject: &Subject,
-) -> Result<BTreeMap<String, String>, Failure> {
+) -> Result<RoleEnvironment, Failure> {
     let Some(role) = &subject.role else {
         return match session.aws {
             Some(_) => Err(refused(
                 "the plan has no resolved role, and every plan runs under one in the customer account",
             )),
-            None => Ok(BTreeMap::new()),
+            None => Ok((BTreeMap::new(), None)),
         };
     };
     let level = plan
@@ -234,7 +244,7 @@ async fn assume_role(
             subject.clone(),
             json!({"role": role, "level": level}),
         );
-        return Ok(BTreeMap::new());
+        return Ok((BTreeMap::new(), None));
     };
     let uid = plan.uid().unwrap_or_default();
     match account.assume(role, &uid).await {
@@ -247,7 +257,15 @@ async fn assume_role(
                        "assumedRole": assumed.identity, "expires": assumed.expires,
                        "stack": account.stack_name}),
             );
-            Ok(account.environment(&assumed))
+            let secrets: Option<Box<dyn SecretSource>> = match session.args.secrets_dir {
+                Some(_) => None,
+                None => Some(Box::new(SecretsManagerSecrets::new(
+                    &account.config_for(&assumed),
+                    &session.namespace,
+                    &session.install,
+                ))),
+            };
+            Ok((account.environment(&assumed), secrets))
         }
         Err(e) => {
             tracing::warn!(plan = %plan.name_any(), role = %role, reason = %e, "role not assumable; the plan fails closed");

@@ -113,8 +113,9 @@ impl SecretSource for NoSecrets {
 }
 
 /// The customer's AWS Secrets Manager: secret `NAME` of install `NS/INSTALL` is the one
-/// the install stack creates, named `outpost/NS/INSTALL/NAME`. Read with the runner's
-/// own credentials, which the stack lets read exactly those secrets.
+/// the install stack creates, named `outpost/NS/INSTALL/NAME`. A Plan's secrets are
+/// read with the credentials of the Plan's assumed role; drift checks, which run under
+/// no Plan, read with the runner's own. The stack lets both read exactly those secrets.
 pub struct SecretsManagerSecrets {
     client: aws_sdk_secretsmanager::Client,
     prefix: String,
@@ -167,13 +168,20 @@ impl SecretSource for SecretsManagerSecrets {
                 Err(e) => Err(SecretError::Store {
                     name: name.to_owned(),
                     store,
-                    reason: match e.as_service_error() {
-                        Some(service) => format!(
-                            "{}: {}",
-                            service.code().unwrap_or("error"),
-                            service.message().unwrap_or_default()
+                    reason: match (e.code(), e.raw_response()) {
+                        (Some(code), _) => format!("{code}: {}", e.message().unwrap_or_default()),
+                        // An answer the SDK could not read (an XML error from an
+                        // emulator): its status and the start of its body, which holds
+                        // no secret (there was no value).
+                        (None, Some(raw)) => format!(
+                            "HTTP {}: {}",
+                            raw.status().as_u16(),
+                            String::from_utf8_lossy(raw.body().bytes().unwrap_or_default())
+                                .chars()
+                                .take(300)
+                                .collect::<String>()
                         ),
-                        None => e.to_string(),
+                        (None, None) => e.to_string(),
                     },
                 }),
             }

@@ -351,6 +351,24 @@ fn policies_and_boundaries_are_as_declared() {
         maintenance.policies[0].document
     );
     assert_eq!(properties["Policies"][1]["PolicyName"], "rds-read");
+    // Every role may read the install's secrets: the runner reads a Plan's secrets
+    // under the Plan's role.
+    for role in ["RoleMaintenance", "RoleProvision", "RoleEksUpgradeRole"] {
+        let policies = resources[role]["Properties"]["Policies"]
+            .as_array()
+            .unwrap();
+        let secrets = policies.last().unwrap();
+        assert_eq!(secrets["PolicyName"], "outpost-install-secrets", "{role}");
+        assert_eq!(
+            secrets["PolicyDocument"]["Statement"][0],
+            json!({
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": [{"Ref": "SecretDbPassword"}, {"Ref": "SecretApiKey"}],
+            }),
+            "{role}"
+        );
+    }
     assert_eq!(
         properties["PermissionsBoundary"],
         "arn:aws:iam::aws:policy/PowerUserAccess"
