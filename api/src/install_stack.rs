@@ -27,6 +27,11 @@ use std::collections::BTreeMap;
     doc = "The rendered install stack of an Install.",
     printcolumn(name = "Install", type_ = "string", json_path = ".spec.install"),
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.version"),
+    printcolumn(
+        name = "Enabled Roles",
+        type_ = "string",
+        json_path = ".status.enabledRoles"
+    ),
     printcolumn(name = "Reported", type_ = "date", json_path = ".status.reportedAt"),
     printcolumn(
         name = "Age",

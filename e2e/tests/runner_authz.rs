@@ -497,6 +497,88 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
         "B creates A's Runner",
     );
 
+    // Its own install's InstallStack: read it and report on it in its status, nothing
+    // more.
+    for install in ["acme", "globex"] {
+        let stack = json!({
+            "apiVersion": "outpost.dev/v1alpha1",
+            "kind": "InstallStack",
+            "metadata": {"name": install, "labels": {"outpost.dev/install": install}},
+            "spec": {"install": install, "version": "v1", "template": {"Resources": {}}},
+        });
+        expect(
+            &cp.raw(
+                admin,
+                "POST",
+                &format!("{API}/installstacks"),
+                &JSON,
+                stack.to_string(),
+            )
+            .await,
+            201,
+            "admin creates an install stack",
+        );
+    }
+    let stacks = format!("{API}/installstacks");
+    let report = r#"{"status":{"enabledRoles":["globex-provision"]}}"#;
+    for (method, path, body, status, what) in [
+        (
+            "GET",
+            format!("{stacks}/globex"),
+            "",
+            200,
+            "B gets its InstallStack",
+        ),
+        (
+            "PATCH",
+            format!("{stacks}/globex/status"),
+            report,
+            200,
+            "B reports on its InstallStack",
+        ),
+        (
+            "PATCH",
+            format!("{stacks}/acme/status"),
+            report,
+            403,
+            "B reports on A's InstallStack",
+        ),
+        (
+            "GET",
+            format!("{stacks}/acme"),
+            "",
+            403,
+            "B gets A's InstallStack",
+        ),
+        (
+            "PATCH",
+            format!("{stacks}/globex"),
+            r#"{"spec":{"version":"v2"}}"#,
+            403,
+            "B patches its InstallStack's spec",
+        ),
+        (
+            "DELETE",
+            format!("{stacks}/globex"),
+            "",
+            403,
+            "B deletes its InstallStack",
+        ),
+        ("GET", stacks.clone(), "", 403, "B lists InstallStacks"),
+    ] {
+        let headers: &[(&str, &str)] = if method == "PATCH" { &MERGE } else { &[] };
+        expect(&cp.raw(b, method, &path, headers, body).await, status, what);
+    }
+    let reported = cp
+        .raw(admin, "GET", &format!("{stacks}/globex"), &[], "")
+        .await;
+    assert_eq!(
+        reported.json["status"]["enabledRoles"],
+        json!(["globex-provision"]),
+        "{}",
+        reported.text
+    );
+
     // Token A still works for A, and is refused on B.
     let a = Some(token_a.as_str());
     expect(

@@ -286,7 +286,7 @@ async fn interval(session: &Session, baseline: &Baseline) -> Duration {
 
 /// One check: observe, compare, report (buffered), audit a new drift.
 async fn check(session: &Session, baseline: &Baseline, executor: &dyn Executor) {
-    let env = match crate::secrets::resolve(&baseline.desired, session.secrets.as_ref()) {
+    let env = match crate::secrets::resolve(&baseline.desired, session.secrets.as_ref()).await {
         Ok(secrets) => secrets
             .iter()
             .map(|(k, v)| (crate::secrets::env_name(k), v.clone()))

@@ -16,6 +16,7 @@ use crate::audit::Subject;
 use crate::executor::{Applied, Diff, StepContext};
 use crate::executors::executor_type;
 use crate::journal::Stage;
+use crate::secrets::{SecretSource, SecretsManagerSecrets};
 use crate::session::Session;
 
 /// The reason a Plan fails with when the runner died during its apply and the re-plan
@@ -137,21 +138,19 @@ async fn run(
             "component type {type_name} is not supported by this runner"
         ))
     })?;
-    if let Some(role) = &subject.role {
-        let level = plan
-            .status
-            .as_ref()
-            .and_then(|s| s.role.as_ref())
-            .map(|r| r.level);
-        session.audit(
-            AuditEventType::Role,
-            subject.clone(),
-            json!({"role": role, "level": level}),
-        );
-    }
+    let (mut env, role_secrets) = assume_role(session, plan, subject).await?;
     let desired = plan.spec.desired_state.clone().unwrap_or(Value::Null);
-    let secrets = crate::secrets::resolve(&desired, session.secrets.as_ref())
+    let source = role_secrets
+        .as_deref()
+        .unwrap_or_else(|| session.secrets.as_ref());
+    let secrets = crate::secrets::resolve(&desired, source)
+        .await
         .map_err(|e| refused(e.to_string()))?;
+    env.extend(
+        secrets
+            .iter()
+            .map(|(k, v)| (crate::secrets::env_name(k), v.clone())),
+    );
     let ctx = StepContext {
         plan: name.clone(),
         plan_uid: uid.clone(),
@@ -159,10 +158,7 @@ async fn run(
         entity: plan.spec.entity.name.clone(),
         desired: desired.clone(),
         work_dir: work_dir(session, plan).map_err(failed)?,
-        env: secrets
-            .iter()
-            .map(|(k, v)| (crate::secrets::env_name(k), v.clone()))
-            .collect(),
+        env,
         timeout: timeout(plan),
     };
     let vendor = read_vendor_policies(session).await?;
@@ -213,6 +209,75 @@ async fn run(
         session.drift.record_step(&ctx, &type_name, &applied);
     }
     Ok(applied)
+}
+
+/// The executor's environment for a Plan's role, and where the Plan's secrets are read
+/// when not from the runner's own store.
+type RoleEnvironment = (BTreeMap<String, String>, Option<Box<dyn SecretSource>>);
+
+/// Audits the Plan's resolved role and, with a customer AWS account (`--stack`),
+/// assumes it: the executor's environment gets its temporary credentials, and the
+/// Plan's secrets are read from Secrets Manager under it (unless `--secrets-dir`). A
+/// role that cannot be assumed fails the Plan closed; there is no fallback to another
+/// role.
+async fn assume_role(
+    session: &Session,
+    plan: &Plan,
+    subject: &Subject,
+) -> Result<RoleEnvironment, Failure> {
+    let Some(role) = &subject.role else {
+        return match session.aws {
+            Some(_) => Err(refused(
+                "the plan has no resolved role, and every plan runs under one in the customer account",
+            )),
+            None => Ok((BTreeMap::new(), None)),
+        };
+    };
+    let level = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.role.as_ref())
+        .map(|r| r.level);
+    let Some(account) = &session.aws else {
+        session.audit(
+            AuditEventType::Role,
+            subject.clone(),
+            json!({"role": role, "level": level}),
+        );
+        return Ok((BTreeMap::new(), None));
+    };
+    let uid = plan.uid().unwrap_or_default();
+    match account.assume(role, &uid).await {
+        Ok(assumed) => {
+            // The identity and ARN only: credentials never enter the audit log.
+            session.audit(
+                AuditEventType::Role,
+                subject.clone(),
+                json!({"role": role, "level": level, "roleArn": assumed.role_arn,
+                       "assumedRole": assumed.identity, "expires": assumed.expires,
+                       "stack": account.stack_name}),
+            );
+            let secrets: Option<Box<dyn SecretSource>> = match session.args.secrets_dir {
+                Some(_) => None,
+                None => Some(Box::new(SecretsManagerSecrets::new(
+                    &account.config_for(&assumed),
+                    &session.namespace,
+                    &session.install,
+                ))),
+            };
+            Ok((account.environment(&assumed), secrets))
+        }
+        Err(e) => {
+            tracing::warn!(plan = %plan.name_any(), role = %role, reason = %e, "role not assumable; the plan fails closed");
+            session.audit(
+                AuditEventType::Role,
+                subject.clone(),
+                json!({"role": role, "level": level, "assumable": false, "reason": e.to_string(),
+                       "stack": account.stack_name}),
+            );
+            Err(refused(crate::aws::RoleError::plan_message(role)))
+        }
+    }
 }
 
 /// Reads the install's vendor policies: the Policies of its App that select it, as the

@@ -9,6 +9,7 @@
 //! How it recovers after a crash is described in `RECOVERY.md`.
 
 pub mod audit;
+pub mod aws;
 pub mod claim;
 pub mod drift;
 pub mod execute;
@@ -22,6 +23,7 @@ pub mod retry;
 pub mod secrets;
 pub mod session;
 pub mod settings;
+pub mod stack_report;
 pub mod worker;
 
 pub use audit::{AuditLog, Failure, Source, verify};

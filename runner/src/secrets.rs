@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 const PREFIX: &str = "${outpost-secret:";
@@ -22,6 +23,16 @@ pub enum SecretError {
         /// Which store was asked.
         store: String,
     },
+    /// The store answered with an error (AWS Secrets Manager: access denied, …).
+    #[error("cannot read secret {name:?} from {store}: {reason}")]
+    Store {
+        /// The secret's name.
+        name: String,
+        /// Which store was asked.
+        store: String,
+        /// The store's error (never the value).
+        reason: String,
+    },
     /// The store failed.
     #[error("cannot read secret {name:?}")]
     Io {
@@ -33,11 +44,21 @@ pub enum SecretError {
     },
 }
 
-/// Where the runner reads secrets from (a local directory today; AWS Secrets Manager
-/// in a later issue).
+/// Where the runner reads secrets from: a local directory ([`DirectorySecrets`]) or the
+/// customer's AWS Secrets Manager ([`SecretsManagerSecrets`]).
 pub trait SecretSource: Send + Sync {
     /// The value of the secret `name`.
-    fn get(&self, name: &str) -> Result<String, SecretError>;
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, SecretError>>;
+}
+
+/// Whether `name` is a secret name the stores accept: letters, digits, `-`, `_`, `.`,
+/// not starting with `.` (no path can be formed from it).
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.starts_with('.')
 }
 
 /// A directory with one file per secret, named like the secret (`--secrets-dir`).
@@ -48,12 +69,14 @@ pub struct DirectorySecrets {
 }
 
 impl SecretSource for DirectorySecrets {
-    fn get(&self, name: &str) -> Result<String, SecretError> {
-        let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-            && !name.starts_with('.');
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, SecretError>> {
+        Box::pin(std::future::ready(self.read(name)))
+    }
+}
+
+impl DirectorySecrets {
+    fn read(&self, name: &str) -> Result<String, SecretError> {
+        let valid = valid_name(name);
         let not_found = || SecretError::NotFound {
             name: name.to_owned(),
             store: self.dir.display().to_string(),
@@ -81,10 +104,87 @@ impl SecretSource for DirectorySecrets {
 pub struct NoSecrets;
 
 impl SecretSource for NoSecrets {
-    fn get(&self, name: &str) -> Result<String, SecretError> {
-        Err(SecretError::NotFound {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, SecretError>> {
+        Box::pin(std::future::ready(Err(SecretError::NotFound {
             name: name.to_owned(),
-            store: "no secret store (pass --secrets-dir)".into(),
+            store: "no secret store (pass --secrets-dir or --stack)".into(),
+        })))
+    }
+}
+
+/// The customer's AWS Secrets Manager: secret `NAME` of install `NS/INSTALL` is the one
+/// the install stack creates, named `outpost/NS/INSTALL/NAME`. A Plan's secrets are
+/// read with the credentials of the Plan's assumed role; drift checks, which run under
+/// no Plan, read with the runner's own. The stack lets both read exactly those secrets.
+pub struct SecretsManagerSecrets {
+    client: aws_sdk_secretsmanager::Client,
+    prefix: String,
+}
+
+impl SecretsManagerSecrets {
+    /// The secrets of install `namespace/install` in the account `config` reaches.
+    pub fn new(config: &aws_config::SdkConfig, namespace: &str, install: &str) -> Self {
+        Self {
+            client: aws_sdk_secretsmanager::Client::new(config),
+            prefix: format!("outpost/{namespace}/{install}/"),
+        }
+    }
+
+    /// The Secrets Manager name of secret `name`.
+    pub fn secret_id(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+}
+
+impl SecretSource for SecretsManagerSecrets {
+    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<String, SecretError>> {
+        use aws_sdk_secretsmanager::error::ProvideErrorMetadata as _;
+        Box::pin(async move {
+            let id = self.secret_id(name);
+            let store = format!("AWS Secrets Manager ({id})");
+            if !valid_name(name) {
+                return Err(SecretError::NotFound {
+                    name: name.to_owned(),
+                    store,
+                });
+            }
+            match self.client.get_secret_value().secret_id(&id).send().await {
+                Ok(value) => {
+                    value
+                        .secret_string()
+                        .map(str::to_owned)
+                        .ok_or_else(|| SecretError::Store {
+                            name: name.to_owned(),
+                            store,
+                            reason: "the secret has no string value".into(),
+                        })
+                }
+                Err(e) if e.code() == Some("ResourceNotFoundException") => {
+                    Err(SecretError::NotFound {
+                        name: name.to_owned(),
+                        store,
+                    })
+                }
+                Err(e) => Err(SecretError::Store {
+                    name: name.to_owned(),
+                    store,
+                    reason: match (e.code(), e.raw_response()) {
+                        (Some(code), _) => format!("{code}: {}", e.message().unwrap_or_default()),
+                        // An answer the SDK could not read (an XML error from an
+                        // emulator): its status and the start of its body, which holds
+                        // no secret (there was no value).
+                        (None, Some(raw)) => format!(
+                            "HTTP {}: {}",
+                            raw.status().as_u16(),
+                            String::from_utf8_lossy(raw.body().bytes().unwrap_or_default())
+                                .chars()
+                                .take(300)
+                                .collect::<String>()
+                        ),
+                        (None, None) => e.to_string(),
+                    },
+                }),
+            }
         })
     }
 }
@@ -127,14 +227,16 @@ fn collect(value: &Value, names: &mut Vec<String>) {
 }
 
 /// Resolves every secret referenced in `desired`, as `name → value`.
-pub fn resolve(
+pub async fn resolve(
     desired: &Value,
     source: &dyn SecretSource,
 ) -> Result<BTreeMap<String, String>, SecretError> {
-    references(desired)
-        .into_iter()
-        .map(|name| source.get(&name).map(|value| (name, value)))
-        .collect()
+    let mut resolved = BTreeMap::new();
+    for name in references(desired) {
+        let value = source.get(&name).await?;
+        resolved.insert(name, value);
+    }
+    Ok(resolved)
 }
 
 /// `value` with each `${outpost-secret:NAME}` replaced by its value from `secrets`
@@ -163,8 +265,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn references_resolve_from_a_directory() {
+    #[tokio::test]
+    async fn references_resolve_from_a_directory() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("db_password"), "hunter2\n").unwrap();
         let desired = json!({"env": {"URL": "postgres://app:${outpost-secret:db_password}@db/x"},
@@ -176,6 +278,7 @@ mod tests {
                 dir: dir.path().into(),
             },
         )
+        .await
         .unwrap();
         assert_eq!(secrets["db_password"], "hunter2");
         assert_eq!(
@@ -185,17 +288,19 @@ mod tests {
         assert_eq!(env_name("db-password.v1"), "OUTPOST_SECRET_DB_PASSWORD_V1");
     }
 
-    #[test]
-    fn a_missing_secret_names_itself() {
+    #[tokio::test]
+    async fn a_missing_secret_names_itself() {
         let dir = tempfile::tempdir().unwrap();
         let source = DirectorySecrets {
             dir: dir.path().into(),
         };
-        let err = resolve(&json!("${outpost-secret:api_key}"), &source).unwrap_err();
+        let err = resolve(&json!("${outpost-secret:api_key}"), &source)
+            .await
+            .unwrap_err();
         assert!(
             err.to_string().starts_with("secret \"api_key\" not found"),
             "{err}"
         );
-        assert!(source.get("../etc/passwd").is_err());
+        assert!(source.get("../etc/passwd").await.is_err());
     }
 }

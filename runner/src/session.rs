@@ -21,7 +21,7 @@ use crate::audit::{AuditLog, Subject};
 use crate::executors::Executors;
 use crate::identity::Identity;
 use crate::journal::Journal;
-use crate::secrets::{DirectorySecrets, NoSecrets, SecretSource};
+use crate::secrets::{DirectorySecrets, NoSecrets, SecretSource, SecretsManagerSecrets};
 use crate::settings::RunnerArgs;
 
 /// The label naming a Plan's install.
@@ -63,6 +63,8 @@ pub struct Session {
     pub drift: crate::drift::Drift,
     /// The install's vendor Policies as last read: used while the control plane is away.
     pub vendor_policies: Mutex<Option<Vec<outpost_api::Policy>>>,
+    /// The customer's AWS account (`--stack`): each Plan runs under its assumed role.
+    pub aws: Option<crate::aws::Account>,
     identity: Arc<Identity>,
 }
 
@@ -117,9 +119,25 @@ pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
     let client = client(&args)?;
     let journal = Journal::open(&args.state_dir)?;
     let audit = AuditLog::open(&args.state_dir, &install, &name, identity.clone())?;
-    let secrets: Box<dyn SecretSource> = match &args.secrets_dir {
-        Some(dir) => Box::new(DirectorySecrets { dir: dir.clone() }),
-        None => Box::new(NoSecrets),
+    let aws = match &args.stack {
+        Some(stack) => Some(
+            crate::aws::Account::load(
+                stack.clone(),
+                args.aws_region.clone(),
+                args.aws_endpoint.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let secrets: Box<dyn SecretSource> = match (&args.secrets_dir, &aws) {
+        (Some(dir), _) => Box::new(DirectorySecrets { dir: dir.clone() }),
+        (None, Some(account)) => Box::new(SecretsManagerSecrets::new(
+            account.config(),
+            &namespace,
+            &install,
+        )),
+        (None, None) => Box::new(NoSecrets),
     };
     let plans: Api<Plan> = Api::namespaced(client.clone(), &namespace);
     let (store, writer) = reflector::store();
@@ -140,6 +158,7 @@ pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
         to_ship: Notify::new(),
         drift: crate::drift::Drift::open(&args.state_dir)?,
         vendor_policies: Mutex::default(),
+        aws,
         identity,
         args,
     });
@@ -174,6 +193,7 @@ pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
         tokio::spawn(crate::worker::work(session.clone())),
         tokio::spawn(crate::drift::detect(session.clone())),
         tokio::spawn(crate::drift::report::report_drift(session.clone())),
+        tokio::spawn(crate::stack_report::report_stack(session.clone())),
     ];
     let (result, _, _) = futures::future::select_all(tasks).await;
     result.context("a runner task panicked")?;

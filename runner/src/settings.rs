@@ -41,6 +41,23 @@ pub struct RunnerArgs {
     /// (`${outpost-secret:NAME}` reads `DIR/NAME`).
     #[arg(long)]
     pub secrets_dir: Option<PathBuf>,
+    /// Name of the install's CloudFormation stack in the customer's AWS account. With
+    /// it, the runner reads the stack's roles and assumes the Plan's role for each Plan
+    /// (a role it cannot assume fails the Plan), and reads secrets from AWS Secrets
+    /// Manager unless `--secrets-dir` is given. Credentials come from the default chain
+    /// (on the VM: the instance role).
+    #[arg(long)]
+    pub stack: Option<String>,
+    /// AWS region of the stack; the default chain's region when omitted.
+    #[arg(long)]
+    pub aws_region: Option<String>,
+    /// Endpoint of every AWS API the runner and its executors call, for an emulator
+    /// (`http://127.0.0.1:5000`); the real regional endpoints when omitted.
+    #[arg(long)]
+    pub aws_endpoint: Option<String>,
+    /// Seconds between reads of the install stack (enabled roles, outputs).
+    #[arg(long, default_value_t = 60)]
+    pub stack_refresh_seconds: u64,
     /// Seconds between heartbeats.
     #[arg(long, default_value_t = 10)]
     pub heartbeat_seconds: u64,

@@ -92,6 +92,17 @@ pub fn authorize_runner(
         {
             Ok(Access::Full)
         }
+        // Its own install's InstallStack (named like the install): read it and report
+        // what it read of the stack in the customer's account.
+        ("installstacks", None) if verb == Verb::Get && name_is_install => Ok(own),
+        ("installstacks", Some("status"))
+            if matches!(verb, Verb::Get | Verb::Update | Verb::Patch) && name_is_install =>
+        {
+            Ok(own)
+        }
+        ("installstacks", _) => {
+            Err("a runner may only read its own InstallStack and write its status")
+        }
         ("plans", None) if verb == Verb::Get => Ok(own),
         ("plans", Some("status")) if matches!(verb, Verb::Get | Verb::Update | Verb::Patch) => {
             Ok(own)
@@ -235,6 +246,19 @@ mod tests {
         assert!(allow(request(Method::POST, events, None)).is_ok());
         assert!(allow(request(Method::PUT, &format!("{events}/e"), None)).is_err());
         assert!(allow(request(Method::DELETE, &format!("{events}/e"), None)).is_err());
+        let stacks = "/apis/outpost.dev/v1alpha1/namespaces/shop/installstacks";
+        let Ok(Access::Install(scope)) =
+            allow(request(Method::PATCH, &format!("{stacks}/b/status"), None))
+        else {
+            panic!("a runner may write its own InstallStack's status");
+        };
+        assert!(scope.owns(&json!({"spec": {"install": "b"}})));
+        assert!(!scope.owns(&json!({"spec": {"install": "a"}})));
+        assert!(allow(request(Method::GET, &format!("{stacks}/b"), None)).is_ok());
+        assert!(allow(request(Method::PATCH, &format!("{stacks}/a/status"), None)).is_err());
+        assert!(allow(request(Method::PATCH, &format!("{stacks}/b"), None)).is_err());
+        assert!(allow(request(Method::DELETE, &format!("{stacks}/b"), None)).is_err());
+        assert!(allow(request(Method::GET, stacks, None)).is_err());
         let runners = "/apis/outpost.dev/v1alpha1/namespaces/shop/runners";
         assert!(allow(request(Method::PUT, &format!("{runners}/b/status"), None)).is_ok());
         assert!(allow(request(Method::PUT, &format!("{runners}/a"), None)).is_err());

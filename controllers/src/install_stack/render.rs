@@ -175,7 +175,9 @@ pub fn render_install_stack(
     let mut stack = StackTemplate::default();
     let settings = app.spec.runner.clone().unwrap_or_default();
     runner::add_parameters(&mut stack, options, &settings)?;
-    let role_names = roles::add_roles(&mut stack, &context, app.spec.roles(), render)?;
+    let secret_refs: Vec<String> = app.spec.secrets.iter().map(secrets::secret_id).collect();
+    let role_names =
+        roles::add_roles(&mut stack, &context, app.spec.roles(), &secret_refs, render)?;
     let secret_ids = secrets::add_secrets(&mut stack, &context, &app.spec.secrets)?;
     runner::add_runner(&mut stack, &context, &role_names, &secret_ids)?;
 

@@ -12,12 +12,17 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 const GROUP: &str = "Roles the vendor's runner may assume";
+/// The inline policy that lets a role read the install's secrets.
+const SECRETS_POLICY: &str = "outpost-install-secrets";
 
-/// Adds every role of `roles`; returns their rendered names in order.
+/// Adds every role of `roles`; returns their rendered names in order. `secret_ids`
+/// are the logical ids of the install's secrets, which every role may read: the
+/// runner reads a Plan's secrets under the Plan's role, whose executor gets them anyway.
 pub(super) fn add_roles(
     stack: &mut StackTemplate,
     context: &StackContext<'_>,
     roles: &[RoleSpec],
+    secret_ids: &[String],
     render: RenderRoleName<'_>,
 ) -> Result<Vec<String>, StackError> {
     let mut rendered_names = Vec::with_capacity(roles.len());
@@ -31,7 +36,7 @@ pub(super) fn add_roles(
                 second: role.name.clone(),
             });
         }
-        add_role(stack, context, role, &rendered)?;
+        add_role(stack, context, role, &rendered, secret_ids)?;
         rendered_names.push(rendered);
     }
     Ok(rendered_names)
@@ -72,6 +77,7 @@ fn add_role(
     context: &StackContext<'_>,
     role: &RoleSpec,
     rendered: &str,
+    secret_ids: &[String],
 ) -> Result<(), StackError> {
     // `validate_role_name` accepted the rendered name, so the template parses.
     let literal = with_placeholder(&role.name, "-").unwrap_or_default();
@@ -123,12 +129,26 @@ fn add_role(
     if let Some(text) = &role.description {
         properties.insert("Description".into(), json!(text));
     }
-    if !role.policies.is_empty() {
-        let policies: Vec<Value> = role
-            .policies
-            .iter()
-            .map(|p| json!({"PolicyName": p.name, "PolicyDocument": p.document}))
-            .collect();
+    let mut policies: Vec<Value> = role
+        .policies
+        .iter()
+        .map(|p| json!({"PolicyName": p.name, "PolicyDocument": p.document}))
+        .collect();
+    if !secret_ids.is_empty() {
+        let arns: Vec<Value> = secret_ids.iter().map(|id| json!({"Ref": id})).collect();
+        policies.push(json!({
+            "PolicyName": SECRETS_POLICY,
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [{
+                    "Effect": "Allow",
+                    "Action": "secretsmanager:GetSecretValue",
+                    "Resource": arns,
+                }],
+            },
+        }));
+    }
+    if !policies.is_empty() {
         properties.insert("Policies".into(), Value::Array(policies));
     }
     if !role.managed_policy_arns.is_empty() {
@@ -180,6 +200,16 @@ fn add_role(
             "Condition": condition,
             "Description": format!("ARN of the {type_} role {rendered}"),
             "Value": {"Fn::GetAtt": [resource, "Arn"]},
+        }),
+    )?;
+    // Unconditional: the runner learns every declared role's name from the stack and
+    // whether it is enabled from `parameter`, also for a role the stack did not create.
+    stack.output(
+        &format!("{resource}Name"),
+        &owner,
+        json!({
+            "Description": format!("Name of the {type_} role, enabled by parameter {parameter}"),
+            "Value": rendered,
         }),
     )
 }

@@ -123,9 +123,23 @@ pub(super) fn add_runner(
             "Sid": "AssumeInstallRoles",
             "Effect": "Allow",
             "Action": "sts:AssumeRole",
+            "Resource": arns.clone(),
+        }));
+        // The runner checks a role exists and trusts it before assuming it.
+        statements.push(json!({
+            "Sid": "CheckInstallRoles",
+            "Effect": "Allow",
+            "Action": "iam:GetRole",
             "Resource": arns,
         }));
     }
+    // The runner reads its own stack: enabled roles, outputs.
+    statements.push(json!({
+        "Sid": "ReadInstallStack",
+        "Effect": "Allow",
+        "Action": "cloudformation:DescribeStacks",
+        "Resource": {"Ref": "AWS::StackId"},
+    }));
     if !secret_ids.is_empty() {
         let arns: Vec<Value> = secret_ids.iter().map(|id| json!({"Ref": id})).collect();
         statements.push(json!({
@@ -154,15 +168,13 @@ pub(super) fn add_runner(
             context.install_ref()
         )),
     );
-    if !statements.is_empty() {
-        role_properties.insert(
-            "Policies".into(),
-            json!([{
-                "PolicyName": "outpost-runner",
-                "PolicyDocument": {"Version": "2012-10-17", "Statement": statements},
-            }]),
-        );
-    }
+    role_properties.insert(
+        "Policies".into(),
+        json!([{
+            "PolicyName": "outpost-runner",
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": statements},
+        }]),
+    );
     role_properties.insert("Tags".into(), context.tags(&[]));
     stack.resource(
         RUNNER_ROLE,
@@ -225,6 +237,11 @@ pub(super) fn add_runner(
             "ARN of the runner's instance role, the only principal the install's roles trust",
             json!({"Fn::GetAtt": [RUNNER_ROLE, "Arn"]}),
         ),
+        (
+            "RoleExternalId",
+            "The sts:ExternalId every role of the install requires",
+            json!(context.external_id),
+        ),
     ] {
         stack.output(
             id,
@@ -236,13 +253,13 @@ pub(super) fn add_runner(
 }
 
 /// The UserData script, for `Fn::Sub`: installs and starts `outpost runner`
-/// as a systemd service. `${ServerUrl}` and `${RunnerToken}` are substituted
-/// by CloudFormation; their `AllowedPattern`s keep them free of characters the
+/// as a systemd service. `${ServerUrl}`, `${RunnerToken}`, `${AWS::StackName}`
+/// and `${AWS::Region}` are substituted by CloudFormation; their `AllowedPattern`s keep them free of characters the
 /// shell or systemd would interpret. The script uses no `${` of its own.
 fn user_data(context: &StackContext<'_>) -> String {
     let command = format!(
         "outpost runner --server ${{ServerUrl}} --token ${{RunnerToken}} --install {} \
-         --state-dir {RUNNER_STATE_DIR}",
+         --state-dir {RUNNER_STATE_DIR} --stack ${{AWS::StackName}} --aws-region ${{AWS::Region}}",
         context.install_ref()
     );
     [

@@ -9,6 +9,11 @@ use serde_json::json;
 
 const GROUP: &str = "Secrets";
 
+/// The logical id of `secret`'s resource: `Secret<PascalCaseName>`.
+pub(super) fn secret_id(secret: &SecretSpec) -> String {
+    format!("Secret{}", pascal_case(&secret.name))
+}
+
 /// Adds every secret of `secrets`; returns their resources' logical ids.
 pub(super) fn add_secrets(
     stack: &mut StackTemplate,
@@ -18,7 +23,7 @@ pub(super) fn add_secrets(
     let mut ids = Vec::with_capacity(secrets.len());
     for secret in secrets {
         let owner = format!("secret {:?}", secret.name);
-        let resource = format!("Secret{}", pascal_case(&secret.name));
+        let resource = secret_id(secret);
         let mut properties = serde_json::Map::new();
         properties.insert(
             "Name".into(),

@@ -304,6 +304,38 @@ fn roles_trust_only_the_runner_role_with_the_external_id() {
         assume["Resource"][4],
         json!({"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/acme-eks-upgrade-role"})
     );
+    // It checks a role (exists, trusts it) before assuming it, and reads its own stack.
+    let check = &runner["Policies"][0]["PolicyDocument"]["Statement"][1];
+    assert_eq!(check["Action"], "iam:GetRole");
+    assert_eq!(check["Resource"], assume["Resource"]);
+    let statements = runner["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_array()
+        .unwrap();
+    let read_stack = statements
+        .iter()
+        .find(|s| s["Sid"] == "ReadInstallStack")
+        .expect("the runner may read its stack");
+    assert_eq!(read_stack["Action"], "cloudformation:DescribeStacks");
+    assert_eq!(read_stack["Resource"], json!({"Ref": "AWS::StackId"}));
+    // The runner learns every role's name, enabled or not, and the external id from
+    // the stack's outputs, and finds its stack by name.
+    let outputs = &template["Outputs"];
+    assert_eq!(
+        outputs["RoleEksUpgradeRoleName"],
+        json!({
+            "Description": "Name of the custom role, enabled by parameter EnableEksUpgradeRole",
+            "Value": "acme-eks-upgrade-role",
+        })
+    );
+    assert_eq!(outputs["RoleExternalId"]["Value"], "outpost:shop/acme");
+    let user_data = template["Resources"]["RunnerInstance"]["Properties"]["UserData"]["Fn::Base64"]
+        ["Fn::Sub"]
+        .as_str()
+        .unwrap();
+    assert!(
+        user_data.contains("--stack ${AWS::StackName} --aws-region ${AWS::Region}"),
+        "{user_data}"
+    );
 }
 
 #[test]
@@ -319,6 +351,24 @@ fn policies_and_boundaries_are_as_declared() {
         maintenance.policies[0].document
     );
     assert_eq!(properties["Policies"][1]["PolicyName"], "rds-read");
+    // Every role may read the install's secrets: the runner reads a Plan's secrets
+    // under the Plan's role.
+    for role in ["RoleMaintenance", "RoleProvision", "RoleEksUpgradeRole"] {
+        let policies = resources[role]["Properties"]["Policies"]
+            .as_array()
+            .unwrap();
+        let secrets = policies.last().unwrap();
+        assert_eq!(secrets["PolicyName"], "outpost-install-secrets", "{role}");
+        assert_eq!(
+            secrets["PolicyDocument"]["Statement"][0],
+            json!({
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": [{"Ref": "SecretDbPassword"}, {"Ref": "SecretApiKey"}],
+            }),
+            "{role}"
+        );
+    }
     assert_eq!(
         properties["PermissionsBoundary"],
         "arn:aws:iam::aws:policy/PowerUserAccess"
@@ -416,17 +466,21 @@ fn the_runner_starts_with_a_no_echo_token() {
     assert!(
         script.contains(
             "outpost runner --server ${ServerUrl} --token ${RunnerToken} --install shop/acme \
-             --state-dir /var/lib/outpost\n"
+             --state-dir /var/lib/outpost --stack ${AWS::StackName} --aws-region ${AWS::Region}\n"
         ),
         "{script}"
     );
-    // Every `${...}` in the script is a parameter CloudFormation substitutes.
+    // Every `${...}` in the script is a parameter or pseudo parameter CloudFormation
+    // substitutes.
     let substituted: BTreeSet<&str> = script
         .split("${")
         .skip(1)
         .map(|rest| &rest[..rest.find('}').unwrap()])
         .collect();
-    assert_eq!(substituted, BTreeSet::from(["RunnerToken", "ServerUrl"]));
+    assert_eq!(
+        substituted,
+        BTreeSet::from(["AWS::Region", "AWS::StackName", "RunnerToken", "ServerUrl"])
+    );
     assert_eq!(
         template["Outputs"]["RunnerInstanceId"]["Value"],
         json!({"Ref": "RunnerInstance"})

@@ -1,0 +1,1378 @@
+//! The example install in a customer's AWS account, emulated by `moto_server` with IAM
+//! enforcement on, every part real: the control plane and controllers, the customer
+//! creating the install stack the control plane rendered (`outpost stack`) with the
+//! CloudFormation SDK, and `outpost runner` started the way the stack's user data starts
+//! it (`--stack`, `--aws-region`, plus `--aws-endpoint` for the emulator) under the
+//! stack's runner instance role.
+//!
+//! * The install reaches Active with every Plan run under its resolved role: the
+//!   assumed-role identity (`assumed-role/ROLE/PLAN-UID`) is in the signed audit log, and
+//!   the stack's enabled roles are on the `Runner` and the `InstallStack`.
+//! * The customer revoking the maintenance role's trust makes the next deploy Plan fail
+//!   closed; restoring it makes a retry succeed.
+//! * Break-glass: the disabled-by-default EKS upgrade role is absent, so a trigger with
+//!   it as runtime role override fails closed; the customer enables it (stack
+//!   parameter), the trigger runs under it; the customer disables it again, and the
+//!   next trigger fails closed. (moto has no UpdateClusterVersion: the action's call
+//!   gets a 404 there, after the step showed the role it runs as.)
+//! * The database password lives in the customer's Secrets Manager: the migrate action
+//!   provably gets it, and it is in no object of the control plane's store (both
+//!   backends), no API answer, no Plan log and no audit event.
+//!
+//! What moto does differently from AWS, and how the test bridges it as the customer:
+//! * IAM enforcement starts after `INITIAL_NO_AUTH_ACTION_COUNT` unauthenticated calls;
+//!   the test spends them on reading the default subnet and creating the customer's
+//!   admin user and access key.
+//! * moto 5.2.5 skips `AWS::SecretsManager::Secret` in CloudFormation, so the customer
+//!   creates the install's secrets with the names the template gives them.
+//! * moto matches a trust policy's principal to the caller's ARN literally, where IAM
+//!   matches a role's sessions (`assumed-role/R/S`) to the role's ARN: the customer adds
+//!   the runner's session ARN next to the runner role's ARN in each role's trust.
+//! * moto authorizes CloudFormation and Secrets Manager calls against `Resource: "*"`
+//!   only, so the stack's statements scoped to the stack and its secrets never match
+//!   (and its references to the secrets it skipped are `null`): the customer grants
+//!   the runner role `DescribeStacks` and the install's roles `GetSecretValue` on `*`
+//!   in an extra policy. The runner role gets no secret read here, so the Plans'
+//!   secrets provably come through the Plans' roles.
+//! * The runner's instance role is emulated: the customer's admin assumes it (session
+//!   name the instance id, as EC2 does) and hands the credentials to the runner process
+//!   in `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`. moto fails (500)
+//!   on a trust policy with a `Service` principal only, so the admin is added to the
+//!   instance role's trust as the stand-in for EC2.
+//! * moto keeps the inline policies CloudFormation created as objects its IAM
+//!   enforcement cannot read (500 on every call of the role): the customer puts each
+//!   again, unchanged.
+//! * On a stack update moto creates a role whose condition turned true, but keeps one
+//!   whose condition turned false: the customer deletes it as CloudFormation would.
+//! * moto's query-protocol signature check re-encodes the form body the Python way; see
+//!   [`FormEncodedLikePython`].
+//!
+//! `moto_server` comes from `OUTPOST_MOTO_SERVER`, else the repository's `.venv/`.
+
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_iam::config::{Credentials, SharedCredentialsProvider};
+use kube_client::api::{Api, DeleteParams, ListParams};
+use outpost_api::{
+    AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
+};
+use outpost_e2e::{Backend, ControlPlane, Process, manifests, outpost_binary};
+use serde_json::Value;
+
+/// The install: `globex`, approval mode `approve-all`.
+const INSTALL: &str = "globex";
+/// The stack's name in the customer's account.
+const STACK: &str = "outpost-globex";
+/// moto's account.
+const ACCOUNT: &str = "123456789012";
+/// The install's region.
+const REGION: &str = "us-east-2";
+/// Unauthenticated calls moto allows before it enforces IAM: the default subnet
+/// lookup, CreateUser, PutUserPolicy, CreateAccessKey.
+const NO_AUTH_CALLS: usize = 4;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn moto_binary() -> PathBuf {
+    let path = std::env::var_os("OUTPOST_MOTO_SERVER")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| repo_root().join(".venv/bin/moto_server"), PathBuf::from);
+    assert!(
+        path.is_file(),
+        "{} not found (set OUTPOST_MOTO_SERVER or run `./x deps`)",
+        path.display()
+    );
+    path
+}
+
+/// A binary on `PATH`, as an absolute path.
+fn on_path(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{name} is not on PATH; the test needs the real one"))
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or panics after `secs`.
+async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A `moto_server` with IAM enforcement after [`NO_AUTH_CALLS`] calls, on a free
+/// loopback port, stopped when dropped.
+struct Moto {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
+        let child = Command::new(moto_binary())
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("INITIAL_NO_AUTH_ACTION_COUNT", NO_AUTH_CALLS.to_string())
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("moto_server starts");
+        let mut moto = Moto { child, port, dir };
+        // Wait for the port without a request: every request counts towards the
+        // unauthenticated ones.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+            if let Some(status) = moto.child.try_wait().expect("moto_server can be polled") {
+                panic!("moto_server exited with {status}: {}", moto.log());
+            }
+            assert!(Instant::now() < deadline, "moto_server did not listen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
+    }
+
+    /// SDK configuration for the emulator with static credentials.
+    fn sdk(&self, key: &str, secret: &str, token: Option<&str>) -> SdkConfig {
+        SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(self.endpoint())
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+                key,
+                secret,
+                token.map(str::to_owned),
+                None,
+                "customer-aws-test",
+            )))
+            .http_client(outpost_runner::aws::http_client())
+            .build()
+    }
+
+    /// One unauthenticated EC2 query call (the first of the free ones): the default
+    /// VPC and one of its subnets.
+    fn default_subnet(&self) -> (String, String) {
+        let body = "Action=DescribeSubnets&Version=2016-11-15&Filter.1.Name=default-for-az&Filter.1.Value.1=true";
+        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).unwrap();
+        write!(
+            stream,
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\
+             Content-Type: application/x-www-form-urlencoded; charset=utf-8\r\n\
+             Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/{REGION}/ec2/aws4_request, SignedHeaders=host, Signature=0\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let tag = |name: &str| {
+            let open = format!("<{name}>");
+            let start = response.find(&open).expect("a tag") + open.len();
+            let end = response[start..].find('<').expect("a closing tag") + start;
+            response[start..end].to_owned()
+        };
+        (tag("vpcId"), tag("subnetId"))
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The customer's account: moto, the admin's SDK configuration.
+struct Customer {
+    moto: Moto,
+    admin: SdkConfig,
+    vpc: String,
+    subnet: String,
+}
+
+impl Customer {
+    /// Starts moto and spends the unauthenticated calls on the default subnet and an
+    /// admin user with an access key; from then on IAM is enforced.
+    async fn start() -> Customer {
+        let moto = Moto::start();
+        let (vpc, subnet) = moto.default_subnet();
+        let bootstrap = aws_sdk_iam::Client::new(&moto.sdk("bootstrap", "bootstrap", None));
+        bootstrap
+            .create_user()
+            .user_name("customer-admin")
+            .send()
+            .await
+            .expect("CreateUser");
+        bootstrap
+            .put_user_policy()
+            .user_name("customer-admin")
+            .policy_name("administrator")
+            .policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#,
+            )
+            .send()
+            .await
+            .expect("PutUserPolicy");
+        let key = bootstrap
+            .create_access_key()
+            .user_name("customer-admin")
+            .send()
+            .await
+            .expect("CreateAccessKey");
+        let key = key.access_key().expect("an access key");
+        let admin = moto.sdk(key.access_key_id(), key.secret_access_key(), None);
+        // IAM is enforced now: unknown credentials are refused.
+        let stranger = aws_sdk_iam::Client::new(&moto.sdk("AKIASTRANGER", "nope", None));
+        let refused = stranger.list_roles().send().await.unwrap_err();
+        assert_eq!(
+            refused.raw_response().map(|r| r.status().as_u16()),
+            Some(403),
+            "moto enforces IAM: {refused:?}"
+        );
+        Customer {
+            moto,
+            admin,
+            vpc,
+            subnet,
+        }
+    }
+
+    fn iam(&self) -> aws_sdk_iam::Client {
+        aws_sdk_iam::Client::new(&self.admin)
+    }
+
+    /// Creates the install stack from `template` with the customer's parameters and
+    /// waits for it; returns its outputs.
+    async fn create_stack(
+        &self,
+        template: &str,
+        token: &str,
+    ) -> std::collections::BTreeMap<String, String> {
+        use aws_sdk_cloudformation::types::{Capability, Parameter};
+        let config = aws_sdk_cloudformation::config::Builder::from(&self.admin)
+            .interceptor(FormEncodedLikePython)
+            .build();
+        let cfn = aws_sdk_cloudformation::Client::from_conf(config);
+        let parameter = |key: &str, value: &str| {
+            Parameter::builder()
+                .parameter_key(key)
+                .parameter_value(value)
+                .build()
+        };
+        cfn.create_stack()
+            .stack_name(STACK)
+            .template_body(template)
+            .capabilities(Capability::CapabilityNamedIam)
+            .parameters(parameter("RunnerToken", token))
+            .parameters(parameter("RunnerAmiId", "ami-0123456789abcdef0"))
+            .parameters(parameter("VpcId", &self.vpc))
+            .parameters(parameter("RunnerSubnetId", &self.subnet))
+            .parameters(parameter("SecretApiKeyValue", API_KEY))
+            .send()
+            .await
+            .expect("CreateStack");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let described = cfn
+                .describe_stacks()
+                .stack_name(STACK)
+                .send()
+                .await
+                .expect("DescribeStacks");
+            let stack = &described.stacks()[0];
+            let status = stack.stack_status().unwrap().as_str().to_owned();
+            if !status.ends_with("_IN_PROGRESS") {
+                assert_eq!(status, "CREATE_COMPLETE", "{stack:?}\n{}", self.moto.log());
+                return stack
+                    .outputs()
+                    .iter()
+                    .map(|o| {
+                        (
+                            o.output_key().unwrap().to_owned(),
+                            o.output_value().unwrap().to_owned(),
+                        )
+                    })
+                    .collect();
+            }
+            assert!(Instant::now() < deadline, "stack stuck in {status}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Creates the install's secrets where moto skipped them; returns the database
+    /// password.
+    async fn create_secrets(&self) -> String {
+        let secrets = aws_sdk_secretsmanager::Client::new(&self.admin);
+        let name = |secret: &str| format!("outpost/default/{INSTALL}/{secret}");
+        let skipped = secrets
+            .describe_secret()
+            .secret_id(name("db_password"))
+            .send()
+            .await
+            .is_err();
+        assert!(
+            skipped,
+            "moto created the stack's secret; drop this workaround"
+        );
+        let password = format!("pw{}", uuid_like());
+        for (secret, value) in [("db_password", password.as_str()), ("api_key", API_KEY)] {
+            secrets
+                .create_secret()
+                .name(name(secret))
+                .secret_string(value)
+                .send()
+                .await
+                .expect("CreateSecret");
+        }
+        password
+    }
+
+    /// Sets the stack parameter `key` to `value`, keeping the others (CloudFormation
+    /// UpdateStack with the previous template).
+    async fn update_parameter(&self, key: &str, value: &str) {
+        use aws_sdk_cloudformation::types::{Capability, Parameter};
+        let config = aws_sdk_cloudformation::config::Builder::from(&self.admin)
+            .interceptor(FormEncodedLikePython)
+            .build();
+        let cfn = aws_sdk_cloudformation::Client::from_conf(config);
+        let described = cfn
+            .describe_stacks()
+            .stack_name(STACK)
+            .send()
+            .await
+            .unwrap();
+        let mut update = cfn
+            .update_stack()
+            .stack_name(STACK)
+            .use_previous_template(true)
+            .capabilities(Capability::CapabilityNamedIam);
+        // The values given at creation are kept with UsePreviousValue (the NoEcho ones
+        // cannot be read back); moto keeps no previous value of a defaulted parameter,
+        // so those are passed as read.
+        let given = [
+            "RunnerToken",
+            "RunnerAmiId",
+            "VpcId",
+            "RunnerSubnetId",
+            "SecretApiKeyValue",
+        ];
+        for parameter in described.stacks()[0].parameters() {
+            let name = parameter.parameter_key().unwrap();
+            let builder = Parameter::builder().parameter_key(name);
+            update = update.parameters(if name == key {
+                builder.parameter_value(value).build()
+            } else if given.contains(&name) {
+                builder.use_previous_value(true).build()
+            } else {
+                builder
+                    .parameter_value(parameter.parameter_value().unwrap_or_default())
+                    .build()
+            });
+        }
+        update
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("UpdateStack: {e:?}\n{}", self.moto.log()));
+        eventually(120, "the stack update", async || {
+            let described = cfn.describe_stacks().stack_name(STACK).send().await.ok()?;
+            let stack = &described.stacks()[0];
+            let status = stack.stack_status()?.as_str().to_owned();
+            assert!(
+                !status.contains("FAILED") && !status.contains("ROLLBACK"),
+                "{status}"
+            );
+            let set = stack
+                .parameters()
+                .iter()
+                .any(|p| p.parameter_key() == Some(key) && p.parameter_value() == Some(value));
+            (!status.ends_with("_IN_PROGRESS") && set).then_some(())
+        })
+        .await;
+    }
+
+    /// The trust policy of `role`, decoded.
+    async fn trust(&self, role: &str) -> Value {
+        let found = self
+            .iam()
+            .get_role()
+            .role_name(role)
+            .send()
+            .await
+            .expect("GetRole");
+        let document = found.role().unwrap().assume_role_policy_document().unwrap();
+        let decoded = percent_decode(document);
+        serde_json::from_str(&decoded).expect("a trust policy is JSON")
+    }
+
+    /// Puts every inline policy of `role` again, as it is: moto keeps the ones
+    /// CloudFormation created as objects, which its IAM enforcement cannot read (500).
+    async fn reput_inline_policies(&self, role: &str) {
+        let iam = self.iam();
+        let names = iam
+            .list_role_policies()
+            .role_name(role)
+            .send()
+            .await
+            .expect("ListRolePolicies");
+        for name in names.policy_names() {
+            let policy = iam
+                .get_role_policy()
+                .role_name(role)
+                .policy_name(name)
+                .send()
+                .await
+                .expect("GetRolePolicy");
+            // moto answers with the object's Python repr; the declared policies have
+            // no quotes of their own, so it reads as JSON with `'` as `"`, and `None`
+            // (a reference to a secret moto skipped) as `null`.
+            let document = percent_decode(policy.policy_document())
+                .replace('\'', "\"")
+                .replace("None", "null");
+            let mut document: Value = serde_json::from_str(&document)
+                .unwrap_or_else(|e| panic!("{role}/{name} is JSON: {e}: {document}"));
+            // moto cannot match `null` resources (500): drop them, and statements and
+            // policies left with none (their grant is the `emulator-resource-star`
+            // policy's).
+            if let Some(statements) = document["Statement"].as_array_mut() {
+                for statement in statements.iter_mut() {
+                    if let Some(resources) = statement["Resource"].as_array_mut() {
+                        resources.retain(|r| !r.is_null());
+                    }
+                }
+                statements.retain(|s| s["Resource"].as_array().is_none_or(|r| !r.is_empty()));
+                if statements.is_empty() {
+                    iam.delete_role_policy()
+                        .role_name(role)
+                        .policy_name(name)
+                        .send()
+                        .await
+                        .expect("DeleteRolePolicy");
+                    continue;
+                }
+            }
+            iam.put_role_policy()
+                .role_name(role)
+                .policy_name(name)
+                .policy_document(document.to_string())
+                .send()
+                .await
+                .expect("PutRolePolicy");
+        }
+    }
+
+    /// Grants `role` `actions` on `Resource: "*"` (policy `emulator-resource-star`): what
+    /// the stack grants on its stack and secrets, which moto cannot match.
+    async fn resource_star(&self, role: &str, actions: &[&str]) {
+        let document = serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+        });
+        self.iam()
+            .put_role_policy()
+            .role_name(role)
+            .policy_name("emulator-resource-star")
+            .policy_document(document.to_string())
+            .send()
+            .await
+            .expect("PutRolePolicy");
+    }
+
+    async fn set_trust(&self, role: &str, policy: &Value) {
+        self.iam()
+            .update_assume_role_policy()
+            .role_name(role)
+            .policy_document(policy.to_string())
+            .send()
+            .await
+            .expect("UpdateAssumeRolePolicy");
+    }
+}
+
+/// moto checks a query-protocol call's signature over the form body as Python's
+/// `urlencode` writes it (spaces as `+`, everything but `A-Za-z0-9_.-~` escaped), not over
+/// the bytes received; the SDK escapes spaces as `%20`. For calls whose values have
+/// spaces (a template), the body is written the Python way before it is signed: the same
+/// form to AWS, the same bytes to moto.
+#[derive(Debug)]
+struct FormEncodedLikePython;
+
+impl aws_sdk_cloudformation::config::Intercept for FormEncodedLikePython {
+    fn name(&self) -> &'static str {
+        "FormEncodedLikePython"
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut aws_sdk_cloudformation::config::interceptors::BeforeTransmitInterceptorContextMut<'_>,
+        _: &aws_sdk_cloudformation::config::RuntimeComponents,
+        _: &mut aws_sdk_cloudformation::config::ConfigBag,
+    ) -> Result<(), aws_sdk_cloudformation::error::BoxError> {
+        let request = context.request_mut();
+        let Some(body) = request.body().bytes() else {
+            return Ok(());
+        };
+        let body = std::str::from_utf8(body)?;
+        let encode = |text: &str| -> String {
+            percent_decode(text)
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    b' ' => "+".to_owned(),
+                    b => format!("%{b:02X}"),
+                })
+                .collect()
+        };
+        let rewritten: Vec<String> = body
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, value)) => format!("{}={}", encode(key), encode(value)),
+                None => encode(pair),
+            })
+            .collect();
+        let rewritten = rewritten.join("&");
+        request
+            .headers_mut()
+            .insert("content-length", rewritten.len().to_string());
+        *request.body_mut() = rewritten.into();
+        Ok(())
+    }
+}
+
+/// The `api_key` secret's value, a parameter of the stack.
+const API_KEY: &str = "key-from-the-customer-7d1c";
+
+/// A random hex string (the database password the customer generates).
+fn uuid_like() -> String {
+    (0..4)
+        .map(|_| format!("{:08x}", rand::random::<u32>()))
+        .collect()
+}
+
+/// IAM returns policy documents URL-encoded.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("UTF-8")
+}
+
+/// Everything one run starts, stopped when dropped.
+struct Flow {
+    cp: ControlPlane,
+    customer: Customer,
+    _cluster: ControlPlane,
+    _controllers: Process,
+    _runner: Process,
+    plans: Api<Plan>,
+    /// The install's uid: the roles are `<uid>-provision` and so on.
+    uid: String,
+    /// The database password in the customer's Secrets Manager.
+    password: String,
+    /// The trust policy the install's roles have, with the emulator's bridge.
+    role_trust: Value,
+    state: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn outpost(args: &[&str], cp: &ControlPlane) -> String {
+    let output = Command::new(outpost_binary())
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig(&cp.admin_token))
+        .output()
+        .expect("outpost runs");
+    assert!(
+        output.status.success(),
+        "outpost {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The customer's side from the install stack to a running runner.
+async fn start(backend: Backend) -> Flow {
+    let customer = Customer::start().await;
+    let cp = ControlPlane::start(backend).await;
+    let cluster = ControlPlane::start_standin_cluster().await;
+    let controllers = cp.start_controllers("customer-aws");
+    let kubectl = cp.kubectl();
+    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let client = cp.client().await;
+    let stacks: Api<InstallStack> = Api::namespaced(client.clone(), "default");
+    eventually(60, "the install stack to be rendered", async || {
+        stacks.get_opt(INSTALL).await.ok().flatten()
+    })
+    .await;
+    let installs: Api<outpost_api::Install> = Api::namespaced(client.clone(), "default");
+    let uid = installs.get(INSTALL).await.unwrap().metadata.uid.unwrap();
+
+    // The vendor hands the customer the template and a runner token.
+    let template = outpost(&["stack", &format!("default/{INSTALL}")], &cp);
+    let token = outpost(&["token", &format!("default/{INSTALL}")], &cp)
+        .trim()
+        .to_owned();
+
+    // The customer creates the stack.
+    let outputs = customer.create_stack(&template, &token).await;
+    let password = customer.create_secrets().await;
+    let runner_role = outputs["RunnerRoleArn"].clone();
+    let instance = outputs["RunnerInstanceId"].clone();
+    let runner_session = format!(
+        "arn:aws:sts::{ACCOUNT}:assumed-role/{}/{instance}",
+        runner_role.rsplit('/').next().unwrap()
+    );
+    // Emulator bridges (see the module documentation).
+    let mut role_trust = Value::Null;
+    for role in ["provision", "maintenance", "deprovision"] {
+        let role = format!("{uid}-{role}");
+        let mut trust = customer.trust(&role).await;
+        trust["Statement"][0]["Principal"]["AWS"] =
+            serde_json::json!([runner_role, runner_session]);
+        customer.set_trust(&role, &trust).await;
+        role_trust = trust;
+    }
+    for role in ["provision", "maintenance", "deprovision"]
+        .map(|r| format!("{uid}-{r}"))
+        .iter()
+        .chain([runner_role.rsplit('/').next().unwrap().to_owned()].iter())
+    {
+        customer.reput_inline_policies(role).await;
+    }
+    customer
+        .resource_star(
+            runner_role.rsplit('/').next().unwrap(),
+            &["cloudformation:DescribeStacks"],
+        )
+        .await;
+    // Not the runner role's secret reads: Plans read their secrets under their role,
+    // which the next policies bridge; only drift checks read with the runner's role.
+    for role in ["provision", "maintenance", "deprovision"] {
+        customer
+            .resource_star(&format!("{uid}-{role}"), &["secretsmanager:GetSecretValue"])
+            .await;
+    }
+
+    let runner_trust = customer
+        .trust(runner_role.rsplit('/').next().unwrap())
+        .await;
+    let mut stand_in = runner_trust.clone();
+    stand_in["Statement"][0]["Principal"]["AWS"] =
+        serde_json::json!(format!("arn:aws:iam::{ACCOUNT}:user/customer-admin"));
+    customer
+        .set_trust(runner_role.rsplit('/').next().unwrap(), &stand_in)
+        .await;
+
+    // The instance role, as the VM would get it from its instance profile.
+    let assumed = aws_sdk_sts::Client::new(&customer.admin)
+        .assume_role()
+        .role_arn(&runner_role)
+        .role_session_name(&instance)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "the admin assumes the runner's instance role: {e:?}\n{}",
+                customer.moto.log()
+            )
+        });
+    let credentials = assumed.credentials().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    // As the user data starts it, plus the emulator's endpoint and the test's cluster.
+    let child = Command::new(outpost_binary())
+        .args(["runner", "--server", &cp.url, "--certificate-authority"])
+        .arg(&cp.tls.ca)
+        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
+        .arg(&state)
+        .args(["--stack", STACK, "--aws-region", REGION, "--aws-endpoint"])
+        .arg(customer.moto.endpoint())
+        .args(["--stack-refresh-seconds", "2"])
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig(&cluster.admin_token))
+        .arg("--terraform")
+        .arg(on_path("terraform"))
+        .arg("--bwrap")
+        .arg(on_path("bwrap"))
+        .args(["--heartbeat-seconds", "1"])
+        .env("OUTPOST_RUNNER_TOKEN", token)
+        .env("AWS_ACCESS_KEY_ID", credentials.access_key_id())
+        .env("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key())
+        .env("AWS_SESSION_TOKEN", credentials.session_token())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("outpost runner starts");
+    Flow {
+        plans: Api::namespaced(client, "default"),
+        cp,
+        customer,
+        _cluster: cluster,
+        _controllers: controllers,
+        _runner: Process::new(child),
+        uid,
+        password,
+        role_trust,
+        state,
+        _dir: dir,
+    }
+}
+
+fn phase(plan: &Plan) -> Option<PlanPhase> {
+    plan.status.as_ref().and_then(|s| s.phase)
+}
+
+impl Flow {
+    async fn all_plans(&self) -> Vec<Plan> {
+        self.plans
+            .list(&ListParams::default().labels(&format!("outpost.dev/install={INSTALL}")))
+            .await
+            .unwrap()
+            .items
+    }
+
+    async fn install_reaches(&self, phase: InstallPhase, secs: u64) {
+        let installs: Api<outpost_api::Install> =
+            Api::namespaced(self.cp.client().await, "default");
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let install = installs.get(INSTALL).await.unwrap();
+            if install.status.as_ref().and_then(|s| s.phase) == Some(phase) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let plans: Vec<String> = self
+                    .all_plans()
+                    .await
+                    .iter()
+                    .map(|p| {
+                        let status = p.status.clone().unwrap_or_default();
+                        format!(
+                            "{} {:?} {}",
+                            p.metadata.name.clone().unwrap_or_default(),
+                            status.phase,
+                            status.message.unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "install {INSTALL} never reached {phase:?}: {:?}\nplans:\n{}\nmoto:\n{}",
+                    install.status,
+                    plans.join("\n"),
+                    self.customer.moto.log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The local audit log, in order.
+    fn local_audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.state.join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("audit lines are JSON"))
+            .collect()
+    }
+
+    /// Waits until every local audit event is shipped and `outpost audit verify` passes.
+    async fn audit_verifies(&self) -> Vec<AuditEvent> {
+        eventually(60, "the audit log to be shipped and verify", async || {
+            let expected = self.local_audit().len();
+            let output = Command::new(outpost_binary())
+                .args([
+                    "audit",
+                    "verify",
+                    &format!("default/{INSTALL}"),
+                    "--kubeconfig",
+                ])
+                .arg(self.cp.kubeconfig(&self.cp.admin_token))
+                .output()
+                .expect("outpost audit verify runs");
+            let out = String::from_utf8_lossy(&output.stdout);
+            (output.status.success() && out.trim() == format!("{expected} events verified"))
+                .then_some(())
+        })
+        .await;
+        let events: Api<AuditEvent> = Api::namespaced(self.cp.client().await, "default");
+        let mut events = events
+            .list(&ListParams::default().labels(&format!("outpost.dev/install={INSTALL}")))
+            .await
+            .unwrap()
+            .items;
+        events.sort_by_key(|e| e.spec.sequence);
+        events
+    }
+
+    /// Triggers `action` as an operator does, with its spec rendered for the install
+    /// (the example's templates: `install.id`, `sandbox.outputs.cluster_name`,
+    /// `inputs.eks_version`) and an optional runtime role override; returns the Plan's name.
+    async fn trigger(&self, action: &str, role: Option<&str>) -> String {
+        let client = self.cp.client().await;
+        let actions: Api<outpost_api::Action> = Api::namespaced(client, "default");
+        let spec = serde_json::to_string(&actions.get(action).await.unwrap().spec).unwrap();
+        let rendered = spec
+            .replace("{{ install.id }}", &self.uid)
+            .replace(
+                "{{ sandbox.outputs.cluster_name }}",
+                &format!("{}-eks", self.uid),
+            )
+            .replace("{{ inputs.eks_version }}", "1.30");
+        let desired: Value = serde_json::from_str(&rendered).unwrap();
+        let name = format!("{INSTALL}-manual-{action}-{:08x}", rand::random::<u32>());
+        let mut spec = serde_json::json!({
+            "install": INSTALL,
+            "operation": "trigger",
+            "entity": {"kind": "action", "name": action},
+            "reason": "manual",
+            "desiredState": desired,
+            "contentHash": outpost_api::content_hash(&desired),
+        });
+        if let Some(role) = role {
+            spec["roleOverride"] = serde_json::json!(role);
+        }
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "outpost.dev/v1alpha1",
+            "kind": "Plan",
+            "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
+            "spec": spec,
+        }))
+        .unwrap();
+        self.plans
+            .create(&Default::default(), &plan)
+            .await
+            .expect("the operator creates the trigger Plan");
+        name
+    }
+
+    /// Plan `name` once it finished.
+    async fn finished(&self, name: &str) -> Plan {
+        eventually(120, &format!("Plan {name} to finish"), async || {
+            let plan = self.plans.get(name).await.ok()?;
+            phase(&plan)
+                .is_some_and(PlanPhase::is_terminal)
+                .then_some(plan)
+        })
+        .await
+    }
+
+    /// The `role` audit events of Plan `plan`.
+    fn role_events(events: &[AuditEvent], plan: &str) -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| {
+                e.spec.plan.as_deref() == Some(plan) && e.spec.type_ == AuditEventType::Role
+            })
+            .filter_map(|e| e.spec.details.clone())
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_install_runs_each_plan_under_its_role_in_the_customer_account() {
+    let flow = start(Backend::Embedded).await;
+    flow.install_reaches(InstallPhase::Active, 300).await;
+
+    // Every Plan ran under its resolved role, assumed for it alone: the signed audit
+    // log names the assumed-role identity, whose session is the Plan's uid.
+    let events = flow.audit_verifies().await;
+    let plans = flow.all_plans().await;
+    assert!(plans.len() >= 5, "{plans:?}");
+    for plan in &plans {
+        let name = plan.metadata.name.clone().unwrap();
+        assert_eq!(
+            phase(plan),
+            Some(PlanPhase::Succeeded),
+            "{name}: {:?}",
+            plan.status
+        );
+        let role = plan.status.clone().unwrap().role.unwrap().name;
+        let roles = Flow::role_events(&events, &name);
+        assert_eq!(roles.len(), 1, "one role event of {name}: {roles:?}");
+        assert_eq!(
+            roles[0]["assumedRole"],
+            format!(
+                "arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{}",
+                plan.metadata.uid.clone().unwrap()
+            ),
+            "{name}"
+        );
+        assert_eq!(
+            roles[0]["roleArn"],
+            format!("arn:aws:iam::{ACCOUNT}:role/{role}")
+        );
+        let text = roles[0].to_string();
+        assert!(
+            !text.contains("ASIA") && !text.contains("SecretAccessKey"),
+            "no credentials in the audit log: {text}"
+        );
+    }
+    // The database is deployed with the provision role (matrix rule), web with the
+    // maintenance role (default).
+    let role_of = |entity: &str| {
+        plans
+            .iter()
+            .find(|p| p.spec.entity.name == entity && p.spec.operation == Operation::Deploy)
+            .and_then(|p| p.status.clone()?.role)
+            .map(|r| r.name)
+            .unwrap_or_default()
+    };
+    assert_eq!(role_of("database"), format!("{}-provision", flow.uid));
+    assert_eq!(role_of("web"), format!("{}-maintenance", flow.uid));
+
+    // The migrate action got the database password from the customer's Secrets Manager.
+    let migrate = plans
+        .iter()
+        .find(|p| p.spec.entity.name == "migrate")
+        .expect("a migrate Plan");
+    assert_eq!(
+        migrate.status.clone().unwrap().outputs["steps"][0]["exitCode"],
+        0,
+        "{:?}",
+        migrate.status
+    );
+
+    // The enabled roles of the stack are reported on the Runner and the InstallStack.
+    let client = flow.cp.client().await;
+    let enabled: Vec<String> = ["deprovision", "maintenance", "provision"]
+        .iter()
+        .map(|r| format!("{}-{r}", flow.uid))
+        .collect();
+    let runners: Api<Runner> = Api::namespaced(client.clone(), "default");
+    let stacks: Api<InstallStack> = Api::namespaced(client, "default");
+    eventually(30, "the enabled roles to be reported", async || {
+        let runner = runners.get(INSTALL).await.ok()?.status?.enabled_roles;
+        let stack = stacks.get(INSTALL).await.ok()?.status?.enabled_roles;
+        (runner == enabled && stack == enabled).then_some(())
+    })
+    .await;
+    let table = flow.cp.kubectl().ok(&["get", "installstacks"]);
+    assert!(
+        table.contains("ENABLED ROLES") && table.contains(&enabled[0]),
+        "{table}"
+    );
+
+    // A maintenance action whose role lacks a permission: backup-check may describe
+    // snapshots but not take one, and the emulator says so with a 403.
+    let name = flow.trigger("backup-check", None).await;
+    let plan = flow.finished(&name).await;
+    let status = plan.status.clone().unwrap();
+    assert_eq!(
+        status.role.clone().unwrap().name,
+        format!("{}-maintenance", flow.uid)
+    );
+    assert_eq!(phase(&plan), Some(PlanPhase::Failed), "{status:?}");
+    // A failed step's last output is in the Plan's message.
+    let log = status.message.clone().unwrap_or_default();
+    assert!(
+        log.starts_with("apply failed: step check failed with exit code 1")
+            && log.contains("rds DescribeDBSnapshots: HTTP 200")
+            && log.contains("rds CreateDBSnapshot: HTTP 403")
+            && log.contains("<Code>AccessDenied</Code>")
+            && log.contains(&format!(
+                "assumed-role/{}-maintenance/{}",
+                flow.uid,
+                plan.metadata.uid.clone().unwrap()
+            ))
+            && log.contains("rds:CreateDBSnapshot"),
+        "the step got the emulator's 403 under the maintenance role: {log}\n{:?}",
+        plan.status
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_the_customer_revokes_fails_the_plan_closed_until_restored() {
+    let flow = start(Backend::Embedded).await;
+    flow.install_reaches(InstallPhase::Active, 300).await;
+    let maintenance = format!("{}-maintenance", flow.uid);
+
+    // The customer revokes the maintenance role's trust of the runner.
+    let trusted = flow.customer.trust(&maintenance).await;
+    let mut revoked = trusted.clone();
+    revoked["Statement"][0]["Principal"]["AWS"] =
+        serde_json::json!(format!("arn:aws:iam::{ACCOUNT}:root"));
+    flow.customer.set_trust(&maintenance, &revoked).await;
+
+    // The next deploy of web (maintenance role) fails closed.
+    let before: Vec<String> = flow
+        .all_plans()
+        .await
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    flow.cp.kubectl().ok(&[
+        "patch",
+        "install",
+        INSTALL,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"inputs":{"domain":"shop.globex.example"}}}"#,
+    ]);
+    let failed = eventually(120, "a new maintenance Plan to fail", async || {
+        flow.all_plans().await.into_iter().find(|p| {
+            !before.contains(p.metadata.name.as_ref().unwrap())
+                && phase(p) == Some(PlanPhase::Failed)
+        })
+    })
+    .await;
+    let status = failed.status.clone().unwrap();
+    assert_eq!(status.role.clone().unwrap().name, maintenance);
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            format!("role {maintenance} is disabled or not assumable in the customer account")
+                .as_str()
+        ),
+        "{status:?}"
+    );
+    // Nothing ran: no plan or apply of it, and the refusal names the role.
+    let name = failed.metadata.name.clone().unwrap();
+    let events = flow.audit_verifies().await;
+    let of_plan: Vec<&AuditEvent> = events
+        .iter()
+        .filter(|e| e.spec.plan.as_deref() == Some(name.as_str()))
+        .collect();
+    assert!(
+        of_plan
+            .iter()
+            .all(|e| !matches!(e.spec.type_, AuditEventType::Plan | AuditEventType::Apply)),
+        "{of_plan:?}"
+    );
+    let roles = Flow::role_events(&events, &name);
+    assert_eq!(roles.len(), 1, "{roles:?}");
+    assert_eq!(roles[0]["assumable"], false);
+    assert!(
+        roles[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("does not trust")),
+        "{roles:?}"
+    );
+
+    // The customer restores the trust; the operator retries the Plan (deleting it lets
+    // the controller make it again) and it succeeds.
+    flow.customer.set_trust(&maintenance, &trusted).await;
+    flow.plans
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("the failed Plan can be deleted");
+    let entity = failed.spec.entity.name.clone();
+    let operation = failed.spec.operation;
+    eventually(180, "the retried Plan to succeed", async || {
+        flow.all_plans().await.into_iter().find(|p| {
+            p.spec.entity.name == entity
+                && p.spec.operation == operation
+                && !before.contains(p.metadata.name.as_ref().unwrap())
+                && phase(p) == Some(PlanPhase::Succeeded)
+        })
+    })
+    .await;
+    flow.install_reaches(InstallPhase::Active, 300).await;
+}
+
+/// Every object the control plane serves, as JSON text, one entry per resource type:
+/// discovery's every listable type, listed across namespaces by the admin.
+fn every_object(cp: &ControlPlane) -> Vec<(String, String)> {
+    let kubectl = cp.kubectl();
+    let types = kubectl.ok(&["api-resources", "--verbs=list", "-o", "name"]);
+    types
+        .lines()
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            let listed = kubectl.ok(&["get", t, "-A", "-o", "json"]);
+            (t.to_owned(), listed)
+        })
+        .collect()
+}
+
+/// Every file under `dir`, as bytes, with its path.
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                found.push((path, bytes));
+            }
+        }
+    }
+    found
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
+    let flow = start(backend).await;
+    flow.install_reaches(InstallPhase::Active, 300).await;
+    let password = flow.password.clone();
+    let encoded = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&password)
+    };
+
+    // The executor got it: the migrate step recorded the digest of what it received.
+    let digest =
+        std::fs::read_to_string(flow.state.join("work/action-migrate/job/password.sha256"))
+            .expect("the migrate step recorded the password's digest");
+    let expected = {
+        let output = Command::new("sha256sum")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                child.stdin.take().unwrap().write_all(password.as_bytes())?;
+                child.wait_with_output()
+            })
+            .expect("sha256sum runs");
+        String::from_utf8(output.stdout).unwrap()[..64].to_owned()
+    };
+    assert_eq!(
+        digest.trim(),
+        expected,
+        "the step received the customer's password"
+    );
+
+    // No object the control plane serves holds it, plain or base64: every kind (Plans
+    // with their logs and outputs, AuditEvents, DriftReports, InstallStacks, Runners).
+    let events = flow.audit_verifies().await;
+    assert!(!events.is_empty());
+    let objects = every_object(&flow.cp);
+    assert!(
+        objects.iter().any(|(t, _)| t.starts_with("plans")),
+        "{objects:?}"
+    );
+    assert!(
+        objects
+            .iter()
+            .any(|(t, listed)| t.starts_with("auditevents") && listed.contains("assumedRole")),
+        "the audit events were listed"
+    );
+    for (type_, listed) in &objects {
+        assert!(
+            !listed.contains(&password) && !listed.contains(&encoded),
+            "the password is in the {type_} the control plane serves"
+        );
+    }
+    // Nor is it anywhere in the store's files (embedded) or in etcd.
+    match flow.cp.etcd_endpoint() {
+        None => {
+            let stored = files(flow.cp.scratch());
+            assert!(!stored.is_empty());
+            for (path, bytes) in stored {
+                assert!(
+                    !contains(&bytes, &password) && !contains(&bytes, &encoded),
+                    "the password is in {}",
+                    path.display()
+                );
+            }
+        }
+        Some(endpoint) => {
+            let output = Command::new("etcdctl")
+                .args(["--endpoints", endpoint, "get", "--prefix", ""])
+                .output()
+                .expect("etcdctl runs");
+            assert!(output.status.success());
+            assert!(output.stdout.len() > 1000, "etcd holds the objects");
+            assert!(
+                !contains(&output.stdout, &password) && !contains(&output.stdout, &encoded),
+                "the password is in etcd"
+            );
+        }
+    }
+    // Nor in the runner's signed audit log or its journal in the state dir.
+    for (path, bytes) in files(&flow.state) {
+        if path.ends_with("password.sha256") || path.starts_with(flow.state.join("work")) {
+            continue;
+        }
+        assert!(
+            !contains(&bytes, &password),
+            "the password is in the runner's {}",
+            path.display()
+        );
+    }
+}
+
+outpost_e2e::on_both_backends!(the_secret_never_reaches_the_control_plane);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_glass_runs_only_while_the_customer_enables_the_role() {
+    let flow = start(Backend::Embedded).await;
+    flow.install_reaches(InstallPhase::Active, 300).await;
+    let role = format!("{}-eks-upgrade-role", flow.uid);
+    let refused = format!("role {role} is disabled or not assumable in the customer account");
+    // Disabled by default: the role is absent, the operator's trigger fails closed.
+    let first = flow.trigger("eks-upgrade", Some(&role)).await;
+    let plan = flow.finished(&first).await;
+    let status = plan.status.clone().unwrap();
+    assert_eq!(
+        status.message.as_deref(),
+        Some(refused.as_str()),
+        "{status:?}"
+    );
+    assert_eq!(status.role.unwrap().name, role);
+
+    // The customer switches it on for the incident.
+    flow.customer
+        .update_parameter("EnableEksUpgradeRole", "true")
+        .await;
+    // moto re-evaluates the role's condition on update and creates it; it gets the
+    // emulator bridges the stack's other roles got.
+    let iam = flow.customer.iam();
+    iam.get_role()
+        .role_name(&role)
+        .send()
+        .await
+        .expect("the stack update created the role");
+    flow.customer.set_trust(&role, &flow.role_trust).await;
+    flow.customer.reput_inline_policies(&role).await;
+    flow.customer
+        .resource_star(&role, &["secretsmanager:GetSecretValue"])
+        .await;
+    let second = flow.trigger("eks-upgrade", Some(&role)).await;
+    let plan = flow.finished(&second).await;
+    let status = plan.status.clone().unwrap();
+    // The step ran under the break-glass role (the identity it printed is the role's
+    // session for this Plan) and called EKS; moto does not implement
+    // UpdateClusterVersion (404), so the step, and the Plan, fail there.
+    let message = status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "upgrading as arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{}",
+            plan.metadata.uid.clone().unwrap()
+        )) && message.contains(&format!(
+            "eks UpdateClusterVersion {}-eks to 1.30: HTTP 404",
+            flow.uid
+        )),
+        "{status:?}"
+    );
+
+    // The customer switches it off again; the next trigger fails closed.
+    flow.customer
+        .update_parameter("EnableEksUpgradeRole", "false")
+        .await;
+    // moto keeps a role whose condition the update switched off: the customer deletes
+    // it as CloudFormation would.
+    let names = iam
+        .list_role_policies()
+        .role_name(&role)
+        .send()
+        .await
+        .unwrap();
+    for name in names.policy_names() {
+        iam.delete_role_policy()
+            .role_name(&role)
+            .policy_name(name)
+            .send()
+            .await
+            .expect("DeleteRolePolicy");
+    }
+    iam.delete_role()
+        .role_name(&role)
+        .send()
+        .await
+        .expect("DeleteRole");
+    let third = flow.trigger("eks-upgrade", Some(&role)).await;
+    let plan = flow.finished(&third).await;
+    let status = plan.status.clone().unwrap();
+    assert_eq!(
+        status.message.as_deref(),
+        Some(refused.as_str()),
+        "{status:?}"
+    );
+
+    // Every step is in the signed audit log with the role it used (or could not).
+    let events = flow.audit_verifies().await;
+    let roles = |plan: &str| Flow::role_events(&events, plan);
+    assert_eq!(roles(&first).len(), 1);
+    assert_eq!(roles(&first)[0]["assumable"], false);
+    assert!(
+        roles(&first)[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not enabled")),
+        "{:?}",
+        roles(&first)
+    );
+    let used = roles(&second);
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0]["level"], "override");
+    let uid = plan_uid(&flow, &second).await;
+    assert_eq!(
+        used[0]["assumedRole"],
+        format!("arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{uid}")
+    );
+    let applied = events.iter().any(|e| {
+        e.spec.plan.as_deref() == Some(second.as_str()) && e.spec.type_ == AuditEventType::Apply
+    });
+    assert!(applied, "the break-glass run is audited");
+    assert_eq!(roles(&third)[0]["assumable"], false);
+    for plan in [&first, &third] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e.spec.plan.as_deref() == Some(plan.as_str())
+                    && e.spec.type_ == AuditEventType::Refuse),
+            "the refusal of {plan} is audited"
+        );
+    }
+}
+
+async fn plan_uid(flow: &Flow, name: &str) -> String {
+    flow.plans.get(name).await.unwrap().metadata.uid.unwrap()
+}
