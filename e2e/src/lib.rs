@@ -18,6 +18,39 @@ pub fn manifests() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
 }
 
+/// The example's manifests (`manifests/*.yaml`) copied into `dir`, with install
+/// globex's images coming from `vendor` and copied into `registry`.
+pub fn example_with_registries(
+    dir: &std::path::Path,
+    vendor: &Registry,
+    registry: &Registry,
+) -> std::path::PathBuf {
+    let example = dir.join("manifests");
+    std::fs::create_dir_all(&example).unwrap();
+    for entry in std::fs::read_dir(manifests()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            std::fs::copy(&path, example.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let installs = example.join("installs.yaml");
+    let text = std::fs::read_to_string(&installs).unwrap();
+    let globex = "    image_registry: 444455556666.dkr.ecr.us-east-2.amazonaws.com\n";
+    assert!(
+        text.contains(globex),
+        "installs.yaml names globex's registry"
+    );
+    let text = text.replace(
+        globex,
+        &format!(
+            "    image_registry: {}\n    vendor_registry: {}\n",
+            registry.host, vendor.host
+        ),
+    );
+    std::fs::write(&installs, text).unwrap();
+    example
+}
+
 /// Declares each listed `async fn NAME(backend: Backend)` as two tests,
 /// `embedded::NAME` and `etcd::NAME`.
 #[macro_export]

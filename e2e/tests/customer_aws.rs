@@ -61,7 +61,7 @@ use kube_client::api::{Api, DeleteParams, ListParams};
 use outpost_api::{
     AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
 };
-use outpost_e2e::{Backend, ControlPlane, Process, manifests, outpost_binary};
+use outpost_e2e::{Backend, ControlPlane, Process, Registry, example_with_registries, outpost_binary};
 use serde_json::Value;
 
 /// The install: `globex`, approval mode `approve-all`.
@@ -617,6 +617,7 @@ struct Flow {
     role_trust: Value,
     state: PathBuf,
     _dir: tempfile::TempDir,
+    _registries: (Registry, Registry, tempfile::TempDir),
 }
 
 fn outpost(args: &[&str], cp: &ControlPlane) -> String {
@@ -637,11 +638,20 @@ fn outpost(args: &[&str], cp: &ControlPlane) -> String {
 /// The customer's side from the install stack to a running runner.
 async fn start(backend: Backend) -> Flow {
     let customer = Customer::start().await;
+    // The vendor's registry with the shop's image, and the install's registry it is
+    // copied into (web-image).
+    let vendor = Registry::start().await;
+    let registry = Registry::start().await;
+    vendor
+        .push_test_image("acme/shopfront", "1.8.2", "1.8.2")
+        .await;
     let cp = ControlPlane::start(backend).await;
     let cluster = ControlPlane::start_standin_cluster().await;
     let controllers = cp.start_controllers("customer-aws");
     let kubectl = cp.kubectl();
-    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let example_dir = tempfile::tempdir().unwrap();
+    let example = example_with_registries(example_dir.path(), &vendor, &registry);
+    kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
     let client = cp.client().await;
     let stacks: Api<InstallStack> = Api::namespaced(client.clone(), "default");
     eventually(60, "the install stack to be rendered", async || {
@@ -762,6 +772,7 @@ async fn start(backend: Backend) -> Flow {
         role_trust,
         state,
         _dir: dir,
+        _registries: (vendor, registry, example_dir),
     }
 }
 

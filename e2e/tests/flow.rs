@@ -21,7 +21,7 @@ use outpost_api::{
     AuditEvent, AuditEventType, EntityKind, Install, InstallPhase, Operation, Plan, PlanPhase,
 };
 use outpost_e2e::{
-    Backend, ControlPlane, Kubectl, Process, Registry, TestImage, manifests, outpost_binary,
+    Backend, ControlPlane, Kubectl, Process, Registry, TestImage, example_with_registries, manifests, outpost_binary,
 };
 use serde_json::{Value, json};
 
@@ -162,35 +162,6 @@ async fn start(local_policies: &[(&str, String)]) -> Flow {
         state,
         _dir: dir,
     }
-}
-
-/// The example's manifests (`manifests/*.yaml`) copied into `dir`, with install
-/// globex's images coming from `vendor` and copied into `registry`.
-fn example_with_registries(dir: &Path, vendor: &Registry, registry: &Registry) -> PathBuf {
-    let example = dir.join("manifests");
-    std::fs::create_dir_all(&example).unwrap();
-    for entry in std::fs::read_dir(manifests()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            std::fs::copy(&path, example.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    let installs = example.join("installs.yaml");
-    let text = std::fs::read_to_string(&installs).unwrap();
-    let globex = "    image_registry: 444455556666.dkr.ecr.us-east-2.amazonaws.com\n";
-    assert!(
-        text.contains(globex),
-        "installs.yaml names globex's registry"
-    );
-    let text = text.replace(
-        globex,
-        &format!(
-            "    image_registry: {}\n    vendor_registry: {}\n",
-            registry.host, vendor.host
-        ),
-    );
-    std::fs::write(&installs, text).unwrap();
-    example
 }
 
 impl Flow {
