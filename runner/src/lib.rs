@@ -11,6 +11,7 @@
 pub mod audit;
 pub mod claim;
 pub mod drift;
+pub mod example_image;
 pub mod execute;
 pub mod executor;
 pub mod executors;
