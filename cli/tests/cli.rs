@@ -524,6 +524,18 @@ fn help_explains_every_command() {
         let output = outpost().args([verb, "--help"]).output().unwrap();
         assert!(output.status.success(), "{verb} --help");
     }
+    let output = outpost().args(["up", "--help"]).output().unwrap();
+    let up = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--listen",
+        "--data-dir",
+        "--cluster-listen",
+        "--install",
+        "--manifests",
+        "Ctrl-C",
+    ] {
+        assert!(up.contains(flag), "{flag} missing:\n{up}");
+    }
     let output = outpost().args(["trigger", "--help"]).output().unwrap();
     let trigger = String::from_utf8_lossy(&output.stdout);
     for flag in [

@@ -18,16 +18,15 @@ fn finished(plan: &Plan) -> bool {
     )
 }
 
-/// One line for a finished Plan: `deploy web-image Succeeded in 1.3 s (PLAN)`.
+/// One line for a finished Plan: `deploy web-image Succeeded in 2 s (PLAN)`.
 fn describe(plan: &Plan) -> String {
     let status = plan.status.clone().unwrap_or_default();
+    // Plan timestamps have whole seconds, so durations are whole seconds too.
     let seconds = match (&status.started_at, &status.finished_at) {
-        (Some(started), Some(finished)) => {
-            format!(
-                " in {:.1} s",
-                finished.0.duration_since(started.0).as_secs_f64()
-            )
-        }
+        (Some(started), Some(finished)) => match finished.0.duration_since(started.0).as_secs() {
+            0 => " in <1 s".to_owned(),
+            secs => format!(" in {secs} s"),
+        },
         _ => String::new(),
     };
     let message = status
