@@ -359,7 +359,13 @@ async fn start_runner(
                 .into(),
         ),
     }
-    let runner = Supervised::spawn("runner", command, &home.join("runner.log"))?;
+    let runner = Supervised::spawn(
+        "runner",
+        command,
+        &home.join("runner.log"),
+        &home.join("runner.pid"),
+    )
+    .await?;
     println!(
         "outpost: runner of {namespace}/{install} started (state in {})",
         home.join("state").display()

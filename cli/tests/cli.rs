@@ -323,6 +323,25 @@ impl Up {
     }
 }
 
+impl Drop for Up {
+    /// A failed test leaves no `outpost up` behind: SIGINT, so it stops its children,
+    /// and SIGKILL if it has not exited after 15 s.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-INT", &self.child.id().to_string()])
+                .status();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The parent pid of a process, `None` once it is gone.
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -505,6 +524,55 @@ fn up_drives_the_example_install_to_active_stops_its_children_and_resumes() {
     up.interrupt();
     for child in &children {
         assert_eq!(parent_of(*child), None, "child {child} is still running");
+    }
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat[stat.rfind(')')? + 2..].chars().next())
+        .is_some_and(|state| state != 'Z')
+}
+
+#[test]
+fn up_stops_what_a_killed_up_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("outpost");
+    let mut up = Up::start(&data, 300);
+    let children = up.children();
+    assert_eq!(children.len(), 3, "{:#?}", up.printed);
+    // SIGKILL: `outpost up` gets no chance to stop its children.
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    for child in &children {
+        assert!(running(*child), "child {child} outlived its killed parent");
+    }
+    let again = Up::start(&data, 120);
+    for child in &children {
+        assert!(
+            !running(*child),
+            "child {child} was stopped by the next run"
+        );
+    }
+    let stopped = again
+        .printed
+        .iter()
+        .filter(|l| l.contains("an earlier run left running"))
+        .count();
+    assert_eq!(stopped, 3, "{:#?}", again.printed);
+    assert!(
+        again
+            .printed
+            .iter()
+            .any(|l| l == "outpost: install default/globex is Active"),
+        "{:#?}",
+        again.printed
+    );
+    let children = again.children();
+    again.interrupt();
+    for child in &children {
+        assert!(!running(*child), "child {child} is still running");
     }
 }
 

@@ -1,5 +1,7 @@
 //! The processes `outpost up` supervises: started with their output in a log file,
-//! stopped with SIGTERM (then SIGKILL after a grace period), killed if dropped.
+//! stopped with SIGTERM (then SIGKILL after a grace period), killed if dropped. Each
+//! keeps its pid in a file, so that a run after an `outpost up` that was killed
+//! outright (SIGKILL, no chance to stop its children) stops what it left running.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -16,11 +18,20 @@ pub struct Supervised {
     name: String,
     child: Child,
     log: PathBuf,
+    pid_file: PathBuf,
 }
 
 impl Supervised {
-    /// Starts `command` with standard output and error appended to `log`.
-    pub fn spawn(name: &str, mut command: Command, log: &Path) -> anyhow::Result<Supervised> {
+    /// Starts `command` with standard output and error appended to `log`, its pid in
+    /// `pid_file`. A process an earlier run left running (the pid in `pid_file`, the
+    /// same program on the same directory) is stopped first.
+    pub async fn spawn(
+        name: &str,
+        mut command: Command,
+        log: &Path,
+        pid_file: &Path,
+    ) -> anyhow::Result<Supervised> {
+        stop_leftover(name, &command, pid_file).await;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -34,10 +45,15 @@ impl Supervised {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("cannot start the {name}"))?;
+        if let Some(pid) = child.id() {
+            std::fs::write(pid_file, format!("{pid}\n"))
+                .with_context(|| format!("cannot write {}", pid_file.display()))?;
+        }
         Ok(Supervised {
             name: name.to_owned(),
             child,
             log: log.to_owned(),
+            pid_file: pid_file.to_owned(),
         })
     }
 
@@ -83,7 +99,59 @@ impl Supervised {
                 let _ = self.child.kill().await;
             }
         }
+        let _ = std::fs::remove_file(&self.pid_file);
     }
+}
+
+/// Stops the process named in `pid_file` if it is `command`'s program run on the same
+/// directory (its command line names `pid_file`'s directory; other flags, such as the
+/// server's address, may differ between runs): what an earlier `outpost up` left
+/// running when it was killed.
+async fn stop_leftover(name: &str, command: &Command, pid_file: &Path) {
+    let Some(pid) = std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|text| text.trim().parse::<i32>().ok())
+    else {
+        return;
+    };
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return;
+    };
+    let mut args = cmdline.split(|&b| b == 0);
+    let program = command.as_std().get_program().as_encoded_bytes();
+    let dir = pid_file
+        .parent()
+        .map(|d| d.as_os_str().as_encoded_bytes().to_vec())
+        .unwrap_or_default();
+    let same_program = args.next() == Some(program);
+    let same_dir = args.any(|arg| arg.windows(dir.len()).any(|w| w == dir.as_slice()));
+    if !(same_program && same_dir && running(pid)) {
+        return;
+    }
+    let Some(process) = rustix::process::Pid::from_raw(pid) else {
+        return;
+    };
+    println!("outpost: stopping the {name} an earlier run left running (pid {pid})");
+    let _ = rustix::process::kill_process(process, rustix::process::Signal::TERM);
+    let deadline = tokio::time::Instant::now() + GRACE;
+    while running(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if running(pid) {
+        let _ = rustix::process::kill_process(process, rustix::process::Signal::KILL);
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie (an orphan that exited but that
+/// its new parent has not reaped yet).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat[stat.rfind(')')? + 2..].chars().next()?;
+            Some(state != 'Z')
+        })
+        .unwrap_or(false)
 }
 
 /// `name` on `PATH`, as an absolute path.

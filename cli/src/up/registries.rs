@@ -54,7 +54,13 @@ pub async fn start(binary: &Path, dir: &Path, name: &str) -> anyhow::Result<Loca
         .to_owned();
     let mut command = tokio::process::Command::new(binary);
     command.arg("serve").arg(&config);
-    let mut process = Supervised::spawn(name, command, &dir.join("registry.log"))?;
+    let mut process = Supervised::spawn(
+        name,
+        command,
+        &dir.join("registry.log"),
+        &dir.join("registry.pid"),
+    )
+    .await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !answers(&host).await {
         if let Some(status) = process.exited() {
