@@ -37,7 +37,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run Outpost on this machine on the embedded store (state in ./.outpost/).
+    /// Run Outpost on this machine, with an example install driven to Active.
+    ///
+    /// Starts the API server and controllers (embedded store), an API-only stand-in
+    /// cluster, local vendor and install registries (`docker-registry`, if installed; the
+    /// example image is pushed once) and the example install's runner (`--bwrap` and
+    /// `--terraform` when bubblewrap and terraform are on PATH); applies `manifests/`;
+    /// shows the install's phases and each Plan as it finishes until it is Active; then
+    /// prints the dashboard URL, an admin token and the kubeconfigs. State lives in
+    /// `--data-dir` (./.outpost/): a second run resumes without re-creating anything.
+    /// Ctrl-C (SIGINT) or SIGTERM stops the runner and registries, then the servers.
     Up(up::UpArgs),
     /// Run the API server (what the Helm chart runs), on etcd or the embedded store.
     Server(server::ServerArgs),

@@ -21,6 +21,16 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<()> {
         .split_once('/')
         .unwrap_or(("default", args.install.as_str()));
     let client = args.connection.client().await?;
+    println!("{}", mint(&client, namespace, name).await?);
+    Ok(())
+}
+
+/// Mints a new runner token for install `namespace/name` (rotating any previous one).
+pub async fn mint(
+    client: &kube_client::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<String> {
     let request = http::Request::post(format!(
         "/apis/outpost.dev/v1alpha1/namespaces/{namespace}/installs/{name}/token"
     ))
@@ -34,6 +44,5 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<()> {
         .get("token")
         .and_then(Value::as_str)
         .context("the API server answered without a token")?;
-    println!("{token}");
-    Ok(())
+    Ok(token.to_owned())
 }

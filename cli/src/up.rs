@@ -1,7 +1,18 @@
 //! `outpost up`: everything on one machine, on the embedded store.
+//!
+//! In one process: the API server, the controllers and an API-only stand-in cluster
+//! (each server on its own embedded store under the data dir). As supervised children:
+//! two local `docker-registry` registries (the vendor's, holding the example image, and
+//! the install's) and the example install's runner. Everything resumes from the data
+//! dir; SIGINT or SIGTERM stops the children, then the servers.
+
+mod children;
+mod progress;
+mod registries;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use outpost_apiserver::auth::{ADMINS, TokenFile};
@@ -9,67 +20,155 @@ use outpost_apiserver::registry::Registry;
 use outpost_apiserver::server::{ApiServer, ServerConfig};
 use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore};
 use outpost_apiserver::tls::SelfSigned;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use outpost_controllers::leader::Election;
 use outpost_controllers::run::{all_controllers, run_while_leader};
 
 use crate::manifests;
 use crate::server::shutdown_signal;
-
+use children::{Supervised, on_path};
 /// Arguments of `outpost up`.
 #[derive(clap::Args)]
 pub struct UpArgs {
-    /// Where Outpost keeps its state; a second run resumes from it.
+    /// Where Outpost keeps its state (stores, PKI, tokens, registries, the runner's
+    /// state); a second run resumes from it without re-creating anything.
     #[arg(long, default_value = ".outpost", env = "OUTPOST_DATA_DIR")]
     data_dir: PathBuf,
-    /// Address of the API server.
+    /// Address of the API server (and of the dashboard, under `/ui`).
     #[arg(long, default_value = "127.0.0.1:8844")]
     listen: SocketAddr,
+    /// Address of the stand-in cluster the example install deploys into.
+    #[arg(long, default_value = "127.0.0.1:8845")]
+    cluster_listen: SocketAddr,
     /// Manifests applied at start (server-side apply, into namespace `default`).
     #[arg(long, default_value = "manifests")]
     manifests: PathBuf,
+    /// The example install, as NAMESPACE/NAME: it gets a local runner and its registry
+    /// inputs point at the local registries. `up` waits until it is Active.
+    #[arg(long, default_value = "default/globex")]
+    install: String,
 }
 
-/// Starts the API server on the embedded store, applies the manifests, prints how to
-/// connect, and runs until Ctrl-C.
-pub async fn run(args: UpArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
-    let store_dir = args.data_dir.join("store");
-    let store = EmbeddedStore::open(&store_dir, EmbeddedOptions::default())
+/// An API server serving HTTPS until told to stop.
+struct Serving {
+    url: String,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Serving {
+    async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.task.await??;
+        Ok(())
+    }
+}
+
+/// Opens the embedded store in `dir` and serves it over HTTPS on `listen`.
+async fn serve(
+    dir: &Path,
+    tokens: TokenFile,
+    standin_cluster: bool,
+    listen: SocketAddr,
+    tls: &SelfSigned,
+) -> anyhow::Result<Serving> {
+    let store = EmbeddedStore::open(dir, EmbeddedOptions::default())
         .await
-        .with_context(|| format!("cannot open the embedded store in {}", store_dir.display()))?;
-    println!(
-        "outpost: embedded store ready at {}",
-        store.path().display()
-    );
-    let (tokens, admin_token) = admin_tokens(&args.data_dir)?;
-    let server = ApiServer::new(std::sync::Arc::new(store), ServerConfig::outpost(tokens)).await?;
-    let listener = std::net::TcpListener::bind(args.listen).with_context(|| {
-        format!(
-            "cannot listen on {} (pass --listen to choose another address)",
-            args.listen
-        )
+        .with_context(|| format!("cannot open the embedded store in {}", dir.display()))?;
+    let mut config = ServerConfig::outpost(tokens);
+    if standin_cluster {
+        config.registry = config.registry.with_standin_cluster();
+    }
+    let server = ApiServer::new(Arc::new(store), config).await?;
+    let listener = std::net::TcpListener::bind(listen).with_context(|| {
+        format!("cannot listen on {listen} (pass a flag to choose another address)")
     })?;
     listener.set_nonblocking(true)?;
-    let address = listener.local_addr()?;
-    // kubectl sends tokens only over TLS: serve HTTPS with a local CA kept in the data dir.
-    let tls = SelfSigned::ensure(&args.data_dir.join("pki"))?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let url = format!("https://{}", listener.local_addr()?);
+    let (stop, stopped) = oneshot::channel::<()>();
     let (cert, key) = (tls.cert.clone(), tls.key.clone());
-    let serving = tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         server
             .serve_tls(listener, &cert, &key, async {
                 let _ = stopped.await;
             })
             .await
+            .map_err(anyhow::Error::from)
     });
-    let url = format!("https://{address}");
-    let kubeconfig = write_kubeconfig(&args.data_dir, &url, &tls.ca_data()?, &admin_token)?;
+    Ok(Serving { url, stop, task })
+}
 
+/// Starts everything, shows progress until the example install is Active, prints how
+/// to connect, and runs until Ctrl-C.
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let (namespace, install) = args
+        .install
+        .split_once('/')
+        .unwrap_or(("default", args.install.as_str()));
+    let dir = &args.data_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let (tokens, admin_token) = admin_tokens(dir)?;
+    // kubectl sends tokens only over TLS: serve HTTPS with a local CA kept in the data dir.
+    let tls = SelfSigned::ensure(&dir.join("pki"))?;
+    let ca_data = tls.ca_data()?;
+    let api = serve(&dir.join("store"), tokens, false, args.listen, &tls).await?;
+    let url = api.url.clone();
+    println!("outpost: API server at {url}");
+    let kubeconfig = write_kubeconfig(dir, "kubeconfig", &url, &ca_data, &admin_token)?;
+    let cluster_tokens = TokenFile::read(&dir.join("tokens.csv"))?;
+    let cluster = serve(
+        &dir.join("cluster/store"),
+        cluster_tokens,
+        true,
+        args.cluster_listen,
+        &tls,
+    )
+    .await?;
+    println!("outpost: stand-in cluster at {}", cluster.url);
+    let cluster_kubeconfig = write_kubeconfig(
+        dir,
+        "cluster-kubeconfig",
+        &cluster.url,
+        &ca_data,
+        &admin_token,
+    )?;
+
+    let mut skipped = Vec::new();
+    let mut registries = Vec::new();
+    match on_path(registries::BINARY) {
+        Some(binary) => {
+            let vendor =
+                registries::start(&binary, &dir.join("registry-vendor"), "vendor registry").await?;
+            let own = registries::start(&binary, &dir.join("registry-install"), "install registry")
+                .await?;
+            let (image, pushed) = registries::publish_example_image(&vendor).await?;
+            println!(
+                "outpost: vendor registry at {} ({image}{}), install registry at {}",
+                vendor.host,
+                if pushed { ", pushed now" } else { "" },
+                own.host
+            );
+            registries.push(vendor);
+            registries.push(own);
+        }
+        None => skipped.push(format!(
+            "no local registries: `{}` is not on PATH (`./x deps` installs it), so the \
+             install's web-image cannot be copied",
+            registries::BINARY
+        )),
+    }
+
+    let client = crate::client::from_kubeconfig(&kubeconfig).await?;
     if args.manifests.is_dir() {
-        let documents = manifests::read_dir(&args.manifests)?;
-        let client = crate::client::from_kubeconfig(&kubeconfig).await?;
+        let mut documents = manifests::read_dir(&args.manifests)?;
+        if let [vendor, own] = registries.as_slice()
+            && namespace == "default"
+        {
+            point_at_registries(&mut documents, install, &vendor.host, &own.host)?;
+        }
         let applied = manifests::apply(
             &client,
             &Registry::outpost(),
@@ -85,15 +184,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     // The controllers run in-process, electing themselves leader of this data dir.
     let controllers = {
-        let client = crate::client::from_kubeconfig(&kubeconfig).await?;
         let election = Election::new(
             "default",
             "outpost-controllers",
             &crate::controllers::default_identity(),
         );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(run_while_leader(
-            client,
+            client.clone(),
             election,
             all_controllers(url.clone()),
             async {
@@ -103,19 +201,196 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         (stop, task)
     };
     println!("outpost: controllers running");
-    println!("outpost: API server at {url}");
-    println!("outpost: admin token {admin_token}");
-    println!(
-        "outpost: kubeconfig {}  (export KUBECONFIG={0})",
-        kubeconfig.display()
-    );
-    println!("outpost: press Ctrl-C to stop");
-    shutdown_signal().await;
+
+    let mut runner = start_runner(
+        &client,
+        dir,
+        namespace,
+        install,
+        &url,
+        &tls.ca,
+        &cluster_kubeconfig,
+        &mut skipped,
+    )
+    .await?;
+    for reason in &skipped {
+        println!("outpost: skipped: {reason}");
+    }
+    let stopped_early = if skipped.is_empty() {
+        println!("outpost: waiting for install {namespace}/{install} to be Active");
+        tokio::select! {
+            result = progress::until_active(&client, namespace, install, &mut runner) => {
+                result?;
+                false
+            }
+            () = shutdown_signal() => true,
+        }
+    } else {
+        println!(
+            "outpost: not waiting for install {namespace}/{install} to be Active (see skipped above)"
+        );
+        false
+    };
+    if !stopped_early {
+        println!("outpost: dashboard at {url}/ui");
+        println!("outpost: API server at {url}");
+        println!("outpost: admin token {admin_token}");
+        println!(
+            "outpost: kubeconfig {}  (export KUBECONFIG={0})",
+            kubeconfig.display()
+        );
+        println!(
+            "outpost: stand-in cluster kubeconfig {}  (kubectl --kubeconfig {0} get deployments -A)",
+            cluster_kubeconfig.display()
+        );
+        println!(
+            "outpost: runner pid {} (log {})",
+            runner.id().unwrap_or_default(),
+            runner.log().display()
+        );
+        for registry in &registries {
+            if let Some(pid) = registry.process.id() {
+                println!("outpost: registry {} pid {pid}", registry.host);
+            }
+        }
+        println!("outpost: press Ctrl-C to stop");
+        shutdown_signal().await;
+    }
+    println!("outpost: stopping");
+    runner.stop().await;
     let _ = controllers.0.send(());
     let _ = controllers.1.await;
-    let _ = stop.send(());
-    serving.await??;
+    for registry in registries {
+        registry.process.stop().await;
+    }
+    cluster.stop().await?;
+    api.stop().await?;
     println!("outpost: stopped");
+    Ok(())
+}
+
+/// Points install `name`'s registry inputs at the local registries, in the documents
+/// before they are applied (so the Install never has other values, and nothing is
+/// planned for them).
+fn point_at_registries(
+    documents: &mut [(PathBuf, Value)],
+    name: &str,
+    vendor: &str,
+    own: &str,
+) -> anyhow::Result<()> {
+    let (_, install) = documents
+        .iter_mut()
+        .find(|(_, d)| d["kind"] == "Install" && d["metadata"]["name"] == name)
+        .with_context(|| format!("the manifests have no Install {name}"))?;
+    let inputs = install["spec"]["inputs"]
+        .as_object_mut()
+        .with_context(|| format!("Install {name} has no spec.inputs"))?;
+    inputs.insert("vendor_registry".into(), vendor.into());
+    inputs.insert("image_registry".into(), own.into());
+    Ok(())
+}
+
+/// Starts the install's runner under its token (minted once, kept in `DATA/runner/`),
+/// with bubblewrap and terraform when they are on `PATH` (noting in `skipped` when not).
+#[allow(clippy::too_many_arguments)]
+async fn start_runner(
+    client: &kube_client::Client,
+    dir: &Path,
+    namespace: &str,
+    install: &str,
+    url: &str,
+    ca: &Path,
+    cluster_kubeconfig: &Path,
+    skipped: &mut Vec<String>,
+) -> anyhow::Result<Supervised> {
+    let home = dir.join("runner");
+    let secrets = home.join("secrets");
+    std::fs::create_dir_all(&secrets)
+        .with_context(|| format!("cannot create {}", secrets.display()))?;
+    let token = match std::fs::read_to_string(home.join("token")) {
+        Ok(token) => token.trim().to_owned(),
+        Err(_) => {
+            let token = crate::token::mint(client, namespace, install).await?;
+            write_private(&home.join("token"), &token)?;
+            println!("outpost: minted the runner token of {namespace}/{install}");
+            token
+        }
+    };
+    // The example App declares secret db_password; the customer's secret store is a
+    // directory here, with a password generated once.
+    if !secrets.join("db_password").exists() {
+        write_private(&secrets.join("db_password"), &random_hex(24))?;
+    }
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    command
+        .arg("runner")
+        .args(["--server", url, "--certificate-authority"])
+        .arg(ca)
+        .args([
+            "--install",
+            &format!("{namespace}/{install}"),
+            "--state-dir",
+        ])
+        .arg(home.join("state"))
+        .arg("--kubeconfig")
+        .arg(cluster_kubeconfig)
+        .arg("--secrets-dir")
+        .arg(&secrets)
+        .env("OUTPOST_RUNNER_TOKEN", token)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        );
+    match on_path("terraform") {
+        Some(terraform) => {
+            command.arg("--terraform").arg(terraform);
+        }
+        None => skipped.push(
+            "terraform is not on PATH: the sandbox and the database (terraform modules) cannot be applied"
+                .into(),
+        ),
+    }
+    match on_path("bwrap") {
+        Some(bwrap) => {
+            command.arg("--bwrap").arg(bwrap);
+        }
+        None => skipped.push(
+            "bubblewrap (bwrap) is not on PATH: the migrate action cannot run in its sandbox"
+                .into(),
+        ),
+    }
+    let runner = Supervised::spawn(
+        "runner",
+        command,
+        &home.join("runner.log"),
+        &home.join("runner.pid"),
+    )
+    .await?;
+    println!(
+        "outpost: runner of {namespace}/{install} started (state in {})",
+        home.join("state").display()
+    );
+    Ok(runner)
+}
+
+fn random_hex(len: usize) -> String {
+    (0..len)
+        .map(|_| format!("{:x}", rand::random_range(0..16u8)))
+        .collect()
+}
+
+/// Writes a file only its owner may read.
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(file, "{text}")?;
     Ok(())
 }
 
@@ -123,9 +398,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 fn admin_tokens(dir: &Path) -> anyhow::Result<(TokenFile, String)> {
     let path = dir.join("tokens.csv");
     if !path.exists() {
-        let token: String = (0..32)
-            .map(|_| format!("{:x}", rand::random_range(0..16u8)))
-            .collect();
+        let token = random_hex(32);
         std::fs::write(&path, format!("{token},admin,admin,\"{ADMINS}\"\n"))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -140,8 +413,14 @@ fn admin_tokens(dir: &Path) -> anyhow::Result<(TokenFile, String)> {
     Ok((tokens, admin))
 }
 
-fn write_kubeconfig(dir: &Path, url: &str, ca_data: &str, token: &str) -> anyhow::Result<PathBuf> {
-    let path = dir.join("kubeconfig");
+fn write_kubeconfig(
+    dir: &Path,
+    file: &str,
+    url: &str,
+    ca_data: &str,
+    token: &str,
+) -> anyhow::Result<PathBuf> {
+    let path = dir.join(file);
     let config = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: outpost\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca_data}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: outpost\n  context:\n    cluster: outpost\n    user: admin\n    namespace: default\ncurrent-context: outpost\n"
     );

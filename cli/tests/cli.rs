@@ -222,79 +222,358 @@ fn bench_runner_footprint_prints_size_and_idle_memory_against_the_goals() {
     }
 }
 
-#[test]
-fn up_serves_the_example_app_and_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
-    let mut tokens = Vec::new();
-    for run in 0..2 {
+/// What one `outpost up` printed until "press Ctrl-C", and the process.
+struct Up {
+    child: std::process::Child,
+    printed: Vec<String>,
+    rest: std::sync::mpsc::Receiver<String>,
+}
+
+impl Up {
+    /// Starts `outpost up` on `dir` with free ports and reads its output until it is
+    /// ready (or fails the test after `secs`).
+    fn start(dir: &std::path::Path, secs: u64) -> Up {
+        let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
         let mut child = outpost()
             .args([
                 "up",
                 "--listen",
                 "127.0.0.1:0",
+                "--cluster-listen",
+                "127.0.0.1:0",
                 "--manifests",
                 manifests,
                 "--data-dir",
             ])
-            .arg(dir.path())
+            .arg(dir)
+            .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (tx, rest) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
         let mut printed = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            let done = line.contains("press Ctrl-C");
-            printed.push(line);
-            if done {
-                break;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rest.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.contains("press Ctrl-C");
+                    printed.push(line);
+                    if done {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    panic!("outpost up not ready ({e}): {printed:#?}");
+                }
             }
         }
-        let find = |prefix: &str| {
-            printed
-                .iter()
-                .find_map(|l| l.strip_prefix(prefix))
-                .unwrap_or_else(|| panic!("run {run}: no {prefix:?} line in {printed:?}"))
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .to_owned()
-        };
-        assert!(find("outpost: API server at ").starts_with("https://127.0.0.1:"));
-        assert!(
-            printed.iter().any(|l| l.contains("applied 20 objects")),
-            "{printed:?}"
-        );
-        tokens.push(find("outpost: admin token "));
-        let kubeconfig = find("outpost: kubeconfig ");
-        let installs = Command::new("kubectl")
-            .args(["get", "installs", "-o", "name"])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("HOME", dir.path())
-            .output()
-            .unwrap();
-        let names = String::from_utf8_lossy(&installs.stdout);
-        assert_eq!(
-            names.lines().collect::<Vec<_>>(),
-            ["install.outpost.dev/acme", "install.outpost.dev/globex"],
-            "{}",
-            String::from_utf8_lossy(&installs.stderr)
-        );
-        // SIGINT is what Ctrl-C sends; the process must stop cleanly.
+        Up {
+            child,
+            printed,
+            rest,
+        }
+    }
+
+    /// The first word after `prefix` on a printed line.
+    fn find(&self, prefix: &str) -> String {
+        self.printed
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line in {:#?}", self.printed))
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// The process ids of the children it says it runs (runner, registries).
+    fn children(&self) -> Vec<u32> {
+        self.printed
+            .iter()
+            .filter(|l| {
+                l.starts_with("outpost: runner pid ") || l.starts_with("outpost: registry ")
+            })
+            .map(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                let at = words.iter().position(|w| *w == "pid").unwrap();
+                words[at + 1].parse().unwrap()
+            })
+            .collect()
+    }
+
+    /// SIGINT (what Ctrl-C sends); waits for a clean exit and returns what it printed.
+    fn interrupt(mut self) -> Vec<String> {
         Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
+            .args(["-INT", &self.child.id().to_string()])
             .status()
             .unwrap();
-        let status = child.wait().unwrap();
+        let status = self.child.wait().unwrap();
         assert!(status.success(), "outpost up exited with {status}");
-        let rest: Vec<String> = lines.map_while(Result::ok).collect();
-        assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
+        self.rest.iter().collect()
     }
-    assert_eq!(
-        tokens[0], tokens[1],
-        "a second run resumes with the same state and token"
+}
+
+impl Drop for Up {
+    /// A failed test leaves no `outpost up` behind: SIGINT, so it stops its children,
+    /// and SIGKILL if it has not exited after 15 s.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-INT", &self.child.id().to_string()])
+                .status();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The parent pid of a process, `None` once it is gone.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn kubectl(kubeconfig: &str, home: &std::path::Path, args: &[&str]) -> String {
+    let output = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", home)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The install's Plans as `name uid` lines, sorted.
+fn plans_of_globex(kubeconfig: &str, home: &std::path::Path) -> Vec<String> {
+    let out = kubectl(
+        kubeconfig,
+        home,
+        &[
+            "get",
+            "plans",
+            "-l",
+            "outpost.dev/install=globex",
+            "-o",
+            r#"jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.status.phase}{"\n"}{end}"#,
+        ],
+    );
+    let mut plans: Vec<String> = out.lines().map(str::to_owned).collect();
+    plans.sort();
+    plans
+}
+
+/// How many `apply` steps the runner's local audit log holds.
+fn applies(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join("runner/state/audit.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(r#""type":"apply""#))
+        .count()
+}
+
+#[test]
+fn up_drives_the_example_install_to_active_stops_its_children_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let data = dir.path().join("outpost");
+
+    // First run: everything is created, and the install's Plans run to Active.
+    let started = std::time::Instant::now();
+    let up = Up::start(&data, 300);
+    let to_active = started.elapsed();
+    eprintln!("outpost up: install Active and URL printed after {to_active:?}");
+    let printed = up.printed.join("\n");
+    for line in [
+        "outpost: minted the runner token of default/globex",
+        "outpost: install default/globex is Active",
+        "outpost: applied 20 objects",
+        ", pushed now)",
+    ] {
+        assert!(printed.contains(line), "{line:?} not in:\n{printed}");
+    }
+    assert!(!printed.contains("skipped"), "{printed}");
+    for component in ["web-image", "web", "database", "cache", "ingress"] {
+        assert!(
+            up.printed
+                .iter()
+                .any(|l| l.starts_with(&format!("outpost: plan deploy {component} Succeeded in "))),
+            "no finished deploy of {component}:\n{printed}"
+        );
+    }
+    let url = up.find("outpost: API server at ");
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    assert_eq!(up.find("outpost: dashboard at "), format!("{url}/ui"));
+    let token = up.find("outpost: admin token ");
+    let kubeconfig = up.find("outpost: kubeconfig ");
+    let cluster = up.find("outpost: stand-in cluster kubeconfig ");
+    assert_eq!(
+        kubectl(
+            &kubeconfig,
+            &home,
+            &["get", "install", "globex", "-o", "jsonpath={.status.phase}"]
+        ),
+        "Active"
+    );
+    // The printed token works on its own, with the CA in the data dir.
+    let ca = data.join("pki/ca.crt");
+    let by_token = kubectl(
+        "/dev/null",
+        &home,
+        &[
+            "--server",
+            &url,
+            "--token",
+            &token,
+            "--certificate-authority",
+            ca.to_str().unwrap(),
+            "get",
+            "installs",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(
+        by_token.lines().collect::<Vec<_>>(),
+        ["install.outpost.dev/acme", "install.outpost.dev/globex"]
+    );
+    // web runs in the stand-in cluster, from the install's registry, by digest.
+    let image = kubectl(
+        &cluster,
+        &home,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-n",
+            "shopfront",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+    );
+    let registry = up.printed[..]
+        .iter()
+        .find_map(|l| l.split("install registry at ").nth(1))
+        .unwrap()
+        .to_owned();
+    assert!(
+        image.starts_with(&format!("{registry}/shopfront@sha256:")),
+        "{image}"
+    );
+    let plans = plans_of_globex(&kubeconfig, &home);
+    assert_eq!(plans.len(), 7, "{plans:?}");
+    let applied = applies(&data);
+    assert_eq!(applied, 7);
+    let children = up.children();
+    assert_eq!(children.len(), 3, "runner and two registries: {printed}");
+    let pid = up.child.id();
+    for child in &children {
+        assert_eq!(
+            parent_of(*child),
+            Some(pid),
+            "{child} is a child of outpost up"
+        );
+    }
+    let rest = up.interrupt();
+    assert!(rest.iter().any(|l| l == "outpost: stopped"), "{rest:?}");
+    for child in &children {
+        assert_eq!(parent_of(*child), None, "child {child} is still running");
+    }
+
+    // Second run: resumes. Same token, same Plans, nothing minted, pushed or applied.
+    let started = std::time::Instant::now();
+    let up = Up::start(&data, 120);
+    eprintln!(
+        "outpost up (resumed): Active and URL printed after {:?}",
+        started.elapsed()
+    );
+    let printed = up.printed.join("\n");
+    assert_eq!(up.find("outpost: admin token "), token);
+    assert!(
+        printed.contains("outpost: 7 Plans of default/globex finished in an earlier run"),
+        "{printed}"
+    );
+    for absent in ["minted", "pushed now", "outpost: plan "] {
+        assert!(!printed.contains(absent), "{absent:?} in:\n{printed}");
+    }
+    let kubeconfig = up.find("outpost: kubeconfig ");
+    assert_eq!(plans_of_globex(&kubeconfig, &home), plans);
+    assert_eq!(applies(&data), applied, "nothing was applied again");
+    let children = up.children();
+    assert_eq!(children.len(), 3);
+    up.interrupt();
+    for child in &children {
+        assert_eq!(parent_of(*child), None, "child {child} is still running");
+    }
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat[stat.rfind(')')? + 2..].chars().next())
+        .is_some_and(|state| state != 'Z')
+}
+
+#[test]
+fn up_stops_what_a_killed_up_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("outpost");
+    let mut up = Up::start(&data, 300);
+    let children = up.children();
+    assert_eq!(children.len(), 3, "{:#?}", up.printed);
+    // SIGKILL: `outpost up` gets no chance to stop its children.
+    up.child.kill().unwrap();
+    up.child.wait().unwrap();
+    for child in &children {
+        assert!(running(*child), "child {child} outlived its killed parent");
+    }
+    let again = Up::start(&data, 120);
+    for child in &children {
+        assert!(
+            !running(*child),
+            "child {child} was stopped by the next run"
+        );
+    }
+    let stopped = again
+        .printed
+        .iter()
+        .filter(|l| l.contains("an earlier run left running"))
+        .count();
+    assert_eq!(stopped, 3, "{:#?}", again.printed);
+    assert!(
+        again
+            .printed
+            .iter()
+            .any(|l| l == "outpost: install default/globex is Active"),
+        "{:#?}",
+        again.printed
+    );
+    let children = again.children();
+    again.interrupt();
+    for child in &children {
+        assert!(!running(*child), "child {child} is still running");
+    }
 }
 
 #[test]
@@ -312,6 +591,18 @@ fn help_explains_every_command() {
         );
         let output = outpost().args([verb, "--help"]).output().unwrap();
         assert!(output.status.success(), "{verb} --help");
+    }
+    let output = outpost().args(["up", "--help"]).output().unwrap();
+    let up = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--listen",
+        "--data-dir",
+        "--cluster-listen",
+        "--install",
+        "--manifests",
+        "Ctrl-C",
+    ] {
+        assert!(up.contains(flag), "{flag} missing:\n{up}");
     }
     let output = outpost().args(["trigger", "--help"]).output().unwrap();
     let trigger = String::from_utf8_lossy(&output.stdout);

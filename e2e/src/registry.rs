@@ -1,16 +1,15 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (distribution 2.8) on a
 //! free loopback port, with filesystem storage in a temporary directory, and a small
-//! multi-platform test image pushed to it with `oci-client`.
+//! multi-platform test image pushed to it (the example's, built by
+//! [`outpost_runner::example_image`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::manifest::{OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE};
 use oci_client::{Client, Reference};
-use serde_json::json;
-use sha2::Digest as _;
+use outpost_runner::example_image;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The registry binary (`docker-registry` package; `./x deps` installs it).
@@ -160,106 +159,18 @@ impl Registry {
             .expect("the registry answers")
     }
 
-    /// Builds and pushes a two-platform image (an OCI index of linux/amd64 and
-    /// linux/arm64 manifests, each with its own config, a layer shared by both and a
-    /// layer of its own) as `repository:tag`. `version` goes into the per-platform
-    /// layers and configs; the shared layer is the same for every version.
+    /// Builds and pushes the example's two-platform image
+    /// ([`outpost_runner::example_image::push`]) as `repository:tag`.
     pub async fn push_test_image(&self, repository: &str, tag: &str, version: &str) -> TestImage {
-        let client = self.client();
-        let at = self.reference(repository, tag);
-        let shared = tar(&[("etc/os-release", b"ID=outpost-test\n".as_slice())]);
-        let mut blobs = vec![self.push_blob(&client, &at, shared.clone()).await];
-        let mut children = Vec::new();
-        for arch in ["amd64", "arm64"] {
-            let app = format!("{version} for {arch}\n");
-            let layer = tar(&[("app/version", app.as_bytes())]);
-            let diff_ids = [sha256(&shared), sha256(&layer)];
-            let config = serde_json::to_vec(&json!({
-                "architecture": arch, "os": "linux",
-                "config": {"Entrypoint": ["/app/run"], "Labels": {"version": version}},
-                "rootfs": {"type": "layers", "diff_ids": diff_ids},
-            }))
-            .expect("config serialises");
-            let config_digest = self.push_blob(&client, &at, config.clone()).await;
-            let layer_digest = self.push_blob(&client, &at, layer.clone()).await;
-            blobs.extend([config_digest.clone(), layer_digest.clone()]);
-            let manifest = serde_json::to_vec(&json!({
-                "schemaVersion": 2,
-                "mediaType": OCI_IMAGE_MEDIA_TYPE,
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                           "digest": config_digest, "size": config.len()},
-                "layers": [
-                    {"mediaType": "application/vnd.oci.image.layer.v1.tar",
-                     "digest": sha256(&shared), "size": shared.len()},
-                    {"mediaType": "application/vnd.oci.image.layer.v1.tar",
-                     "digest": layer_digest, "size": layer.len()},
-                ],
-            }))
-            .expect("manifest serialises");
-            let digest = sha256(&manifest);
-            self.push_manifest(
-                &client,
-                repository,
-                &digest,
-                &manifest,
-                OCI_IMAGE_MEDIA_TYPE,
-            )
-            .await;
-            children.push(json!({"mediaType": OCI_IMAGE_MEDIA_TYPE, "digest": digest,
-                "size": manifest.len(), "platform": {"architecture": arch, "os": "linux"}}));
-        }
-        let index = serde_json::to_vec(&json!({
-            "schemaVersion": 2, "mediaType": OCI_IMAGE_INDEX_MEDIA_TYPE, "manifests": children,
-        }))
-        .expect("index serialises");
-        let digest = sha256(&index);
-        self.push_manifest(&client, repository, tag, &index, OCI_IMAGE_INDEX_MEDIA_TYPE)
-            .await;
+        let image = example_image::push(&self.client(), &self.host, repository, tag, version)
+            .await
+            .unwrap_or_else(|e| panic!("pushing {repository}:{tag} to {}: {e}", self.host));
         TestImage {
-            digest,
-            manifests: children
-                .iter()
-                .map(|c| c["digest"].as_str().expect("a digest").to_owned())
-                .collect(),
-            shared_layer: blobs[0].clone(),
-            blobs,
+            digest: image.digest,
+            manifests: image.manifests,
+            blobs: image.blobs,
+            shared_layer: image.shared_layer,
         }
-    }
-
-    async fn push_blob(&self, client: &Client, at: &Reference, bytes: Vec<u8>) -> String {
-        let digest = sha256(&bytes);
-        client
-            .push_blob(at, bytes, &digest)
-            .await
-            .unwrap_or_else(|e| panic!("pushing blob {digest} to {}: {e}", self.host));
-        digest
-    }
-
-    async fn push_manifest(
-        &self,
-        client: &Client,
-        repository: &str,
-        tag_or_digest: &str,
-        bytes: &[u8],
-        media_type: &str,
-    ) {
-        let reference = if tag_or_digest.starts_with("sha256:") {
-            Reference::with_digest(
-                self.host.clone(),
-                repository.to_owned(),
-                tag_or_digest.to_owned(),
-            )
-        } else {
-            self.reference(repository, tag_or_digest)
-        };
-        client
-            .push_manifest_raw(
-                &reference,
-                bytes.to_vec(),
-                http::HeaderValue::from_str(media_type).expect("a media type"),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("pushing manifest {reference}: {e}"));
     }
 
     /// The registry's storage directory.
@@ -287,35 +198,4 @@ pub struct TestImage {
     pub shared_layer: String,
 }
 
-/// `sha256:<hex>` of `bytes`.
-pub fn sha256(bytes: &[u8]) -> String {
-    let hash = sha2::Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
-/// A POSIX (ustar) tarball of regular files, as a layer holds.
-fn tar(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, content) in files {
-        let mut header = [0u8; 512];
-        header[..name.len()].copy_from_slice(name.as_bytes());
-        header[100..107].copy_from_slice(b"0000644");
-        header[108..115].copy_from_slice(b"0000000");
-        header[116..123].copy_from_slice(b"0000000");
-        header[124..135].copy_from_slice(format!("{:011o}", content.len()).as_bytes());
-        header[136..147].copy_from_slice(b"00000000000");
-        header[156] = b'0';
-        header[257..263].copy_from_slice(b"ustar\0");
-        header[263..265].copy_from_slice(b"00");
-        // The checksum is computed with its own field as spaces.
-        header[148..156].copy_from_slice(b"        ");
-        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
-        header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-        out.extend_from_slice(&header);
-        out.extend_from_slice(content);
-        out.resize(out.len().div_ceil(512) * 512, 0);
-    }
-    out.resize(out.len() + 1024, 0);
-    out
-}
+pub use outpost_runner::example_image::sha256;

@@ -12,6 +12,7 @@ pub mod audit;
 pub mod aws;
 pub mod claim;
 pub mod drift;
+pub mod example_image;
 pub mod execute;
 pub mod executor;
 pub mod executors;
