@@ -61,7 +61,9 @@ use kube_client::api::{Api, DeleteParams, ListParams};
 use outpost_api::{
     AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
 };
-use outpost_e2e::{Backend, ControlPlane, Process, Registry, example_with_registries, outpost_binary};
+use outpost_e2e::{
+    Backend, ControlPlane, Process, Registry, example_with_registries, outpost_binary,
+};
 use serde_json::Value;
 
 /// The install: `globex`, approval mode `approve-all`.
