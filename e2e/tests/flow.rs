@@ -21,7 +21,8 @@ use outpost_api::{
     AuditEvent, AuditEventType, EntityKind, Install, InstallPhase, Operation, Plan, PlanPhase,
 };
 use outpost_e2e::{
-    Backend, ControlPlane, Kubectl, Process, Registry, TestImage, example_with_registries, manifests, outpost_binary,
+    Backend, ControlPlane, Kubectl, Process, Registry, TestImage, example_with_registries,
+    manifests, outpost_binary,
 };
 use serde_json::{Value, json};
 
