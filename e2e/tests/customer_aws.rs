@@ -1342,6 +1342,12 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
         "the proxy saw watches"
     );
     let responses = proxy.responses();
+    // A watch event is one line `{"object":{...},"type":"MODIFIED"}` (either key order).
+    let watched = ["ADDED", "MODIFIED"].iter().any(|t| {
+        contains(&responses, &format!("\"type\":\"{t}\"}}\n"))
+            || contains(&responses, &format!("{{\"type\":\"{t}\",\"object\":"))
+    });
+    assert!(watched, "the proxy recorded watch events");
     assert!(
         contains(&responses, "\"assumedRole\"") && contains(&responses, "\"phase\":\"Succeeded\""),
         "the proxy recorded the answers ({} connections)",
