@@ -63,6 +63,8 @@ pub struct ControlPlane {
     pub tls: SelfSigned,
     /// The store it runs on.
     pub backend: Backend,
+    /// Where clients connect when not to `url`: a [`crate::RecordingProxy`].
+    clients_url: Option<String>,
     args: ServerArgs,
     dir: tempfile::TempDir,
     _etcd: Option<ThrowawayEtcd>,
@@ -170,6 +172,7 @@ impl ControlPlane {
             nobody_token,
             tls,
             backend,
+            clients_url: None,
             dir,
             _etcd: etcd,
         }
@@ -228,7 +231,7 @@ impl ControlPlane {
             partial.path(),
             format!(
                 "apiVersion: v1\nkind: Config\nclusters:\n- name: outpost\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: outpost\n  context:\n    cluster: outpost\n    user: u\n    namespace: default\ncurrent-context: outpost\n",
-                self.url
+                self.clients_url()
             ),
         )
         .expect("kubeconfig written");
@@ -236,6 +239,19 @@ impl ControlPlane {
             .persist(&path)
             .expect("kubeconfig renamed into place");
         path
+    }
+
+    /// Sends every client made from now on (kubeconfigs, kubectl, kube-rs clients,
+    /// controllers) to `url` instead of the server: a [`crate::RecordingProxy`] in
+    /// front of it.
+    pub fn route_clients_through(&mut self, url: &str) {
+        self.clients_url = Some(url.to_owned());
+    }
+
+    /// The URL clients connect to: the server's, or the one set by
+    /// [`ControlPlane::route_clients_through`].
+    pub fn clients_url(&self) -> &str {
+        self.clients_url.as_deref().unwrap_or(&self.url)
     }
 
     /// `kubectl` as the admin.

@@ -10,11 +10,13 @@
 //!   the stack's enabled roles are on the `Runner` and the `InstallStack`.
 //! * The customer revoking the maintenance role's trust makes the next deploy Plan fail
 //!   closed; restoring it makes a retry succeed.
-//! * Break-glass: the disabled-by-default EKS upgrade role is absent, so a trigger with
-//!   it as runtime role override fails closed; the customer enables it (stack
-//!   parameter), the trigger runs under it; the customer disables it again, and the
-//!   next trigger fails closed. (moto has no UpdateClusterVersion: the action's call
-//!   gets a 404 there, after the step showed the role it runs as.)
+//! * Break-glass: the disabled-by-default EKS role is absent, so `outpost trigger
+//!   eks-audit-logs --role R` fails closed, and under the maintenance role the step's
+//!   UpdateClusterConfig is denied (403); the customer enables the role (stack
+//!   parameter), the trigger runs under it and succeeds, and the customer's
+//!   DescribeCluster shows the cluster's audit logs on; the customer disables it
+//!   again, and the next trigger fails closed. Every step is in the signed audit log
+//!   with the role used.
 //! * The database password lives in the customer's Secrets Manager: the migrate action
 //!   provably gets it, and it is in no object of the control plane's store (both
 //!   backends), no API answer, no Plan log and no audit event.
@@ -44,6 +46,11 @@
 //!   again, unchanged.
 //! * On a stack update moto creates a role whose condition turned true, but keeps one
 //!   whose condition turned false: the customer deletes it as CloudFormation would.
+//! * moto 5.2.5 implements no EKS UpdateClusterVersion (404), so the example's
+//!   `eks-upgrade` action succeeds against real AWS only; break-glass runs
+//!   `eks-audit-logs` (UpdateClusterConfig), which moto implements. The example's
+//!   sandbox only stands in for the EKS cluster, so the customer creates the cluster
+//!   it names (`cluster_name`) in moto.
 //! * moto's query-protocol signature check re-encodes the form body the Python way; see
 //!   [`FormEncodedLikePython`].
 //!
@@ -62,7 +69,8 @@ use outpost_api::{
     AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
 };
 use outpost_e2e::{
-    Backend, ControlPlane, Process, Registry, example_with_registries, outpost_binary,
+    Backend, ControlPlane, Process, RecordingProxy, Registry, example_with_registries,
+    outpost_binary,
 };
 use serde_json::Value;
 
@@ -219,6 +227,8 @@ impl Drop for Moto {
 struct Customer {
     moto: Moto,
     admin: SdkConfig,
+    /// The admin's access key id and secret, for calls the test signs with curl.
+    admin_key: (String, String),
     vpc: String,
     subnet: String,
 }
@@ -265,6 +275,10 @@ impl Customer {
         Customer {
             moto,
             admin,
+            admin_key: (
+                key.access_key_id().to_owned(),
+                key.secret_access_key().to_owned(),
+            ),
             vpc,
             subnet,
         }
@@ -272,6 +286,34 @@ impl Customer {
 
     fn iam(&self) -> aws_sdk_iam::Client {
         aws_sdk_iam::Client::new(&self.admin)
+    }
+
+    /// An EKS call as the admin (`curl --aws-sigv4`, as the example's actions call
+    /// AWS): `path` with the JSON `body` (POST) or none (GET); the status and the
+    /// answer.
+    fn eks(&self, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "-w", "\\n%{http_code}", "--aws-sigv4"])
+            .arg(format!("aws:amz:{REGION}:eks"))
+            .arg("--user")
+            .arg(format!("{}:{}", self.admin_key.0, self.admin_key.1))
+            .args(["-H", "content-type: application/json", "--data"]);
+        match body {
+            Some(body) => curl.arg(body.to_string()),
+            // moto takes a request with neither body nor query for one whose form is
+            // its headers and fails its signature: GET with an empty JSON object.
+            None => curl.args(["{}", "-X", "GET"]),
+        };
+        let output = curl
+            .arg(format!("{}{path}", self.moto.endpoint()))
+            .output()
+            .expect("curl runs");
+        let text = String::from_utf8(output.stdout).unwrap();
+        let (answer, status) = text.rsplit_once('\n').expect("curl printed the status");
+        (
+            status.parse().expect("an HTTP status"),
+            serde_json::from_str(answer).unwrap_or(Value::String(answer.to_owned())),
+        )
     }
 
     /// Creates the install stack from `template` with the customer's parameters and
@@ -606,6 +648,8 @@ fn percent_decode(text: &str) -> String {
 /// Everything one run starts, stopped when dropped.
 struct Flow {
     cp: ControlPlane,
+    /// Every API request and response of the run, when recorded.
+    proxy: Option<RecordingProxy>,
     customer: Customer,
     _cluster: ControlPlane,
     _controllers: Process,
@@ -639,6 +683,12 @@ fn outpost(args: &[&str], cp: &ControlPlane) -> String {
 
 /// The customer's side from the install stack to a running runner.
 async fn start(backend: Backend) -> Flow {
+    start_with(backend, false).await
+}
+
+/// [`start`], with every client of the control plane (the runner, the controllers,
+/// kubectl, `outpost`, the test's own) going through a [`RecordingProxy`] when `record`.
+async fn start_with(backend: Backend, record: bool) -> Flow {
     let customer = Customer::start().await;
     // The vendor's registry with the shop's image, and the install's registry it is
     // copied into (web-image).
@@ -647,7 +697,14 @@ async fn start(backend: Backend) -> Flow {
     vendor
         .push_test_image("acme/shopfront", "1.8.2", "1.8.2")
         .await;
-    let cp = ControlPlane::start(backend).await;
+    let mut cp = ControlPlane::start(backend).await;
+    let proxy = if record {
+        let proxy = RecordingProxy::start(&cp.url, &cp.tls).await;
+        cp.route_clients_through(&proxy.url);
+        Some(proxy)
+    } else {
+        None
+    };
     let cluster = ControlPlane::start_standin_cluster().await;
     let controllers = cp.start_controllers("customer-aws");
     let kubectl = cp.kubectl();
@@ -738,7 +795,12 @@ async fn start(backend: Backend) -> Flow {
     let state = dir.path().join("state");
     // As the user data starts it, plus the emulator's endpoint and the test's cluster.
     let child = Command::new(outpost_binary())
-        .args(["runner", "--server", &cp.url, "--certificate-authority"])
+        .args([
+            "runner",
+            "--server",
+            cp.clients_url(),
+            "--certificate-authority",
+        ])
         .arg(&cp.tls.ca)
         .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
         .arg(&state)
@@ -764,6 +826,7 @@ async fn start(backend: Backend) -> Flow {
         .expect("outpost runner starts");
     Flow {
         plans: Api::namespaced(client, "default"),
+        proxy,
         cp,
         customer,
         _cluster: cluster,
@@ -864,10 +927,27 @@ impl Flow {
         events
     }
 
-    /// Triggers `action` as an operator does, with its spec rendered for the install
-    /// (the example's templates: `install.id`, `sandbox.outputs.cluster_name`,
-    /// `inputs.eks_version`) and an optional runtime role override; returns the Plan's name.
+    /// Triggers `action` as an operator does (`outpost trigger ACTION --install I
+    /// [--role R]`: the Install controller renders the Plan), with an optional runtime
+    /// role override; returns the Plan's name.
     async fn trigger(&self, action: &str, role: Option<&str>) -> String {
+        let mut args = vec!["trigger", action, "--install", INSTALL];
+        if let Some(role) = role {
+            args.extend(["--role", role]);
+        }
+        let printed = outpost(&args, &self.cp);
+        printed
+            .trim()
+            .strip_prefix("plan/")
+            .unwrap_or_else(|| panic!("outpost trigger prints the Plan: {printed}"))
+            .to_owned()
+    }
+
+    /// The Plan a cron trigger of `action` makes (`outpost trigger` runs only actions
+    /// with a manual trigger), with its spec rendered for the install (the example's
+    /// templates: `install.id`, `sandbox.outputs.cluster_name`, `inputs.eks_version`);
+    /// returns the Plan's name.
+    async fn scheduled(&self, action: &str) -> String {
         let client = self.cp.client().await;
         let actions: Api<outpost_api::Action> = Api::namespaced(client, "default");
         let spec = serde_json::to_string(&actions.get(action).await.unwrap().spec).unwrap();
@@ -879,18 +959,15 @@ impl Flow {
             )
             .replace("{{ inputs.eks_version }}", "1.30");
         let desired: Value = serde_json::from_str(&rendered).unwrap();
-        let name = format!("{INSTALL}-manual-{action}-{:08x}", rand::random::<u32>());
-        let mut spec = serde_json::json!({
+        let name = format!("{INSTALL}-cron-{action}-{:08x}", rand::random::<u32>());
+        let spec = serde_json::json!({
             "install": INSTALL,
             "operation": "trigger",
             "entity": {"kind": "action", "name": action},
-            "reason": "manual",
+            "reason": "cron",
             "desiredState": desired,
             "contentHash": outpost_api::content_hash(&desired),
         });
-        if let Some(role) = role {
-            spec["roleOverride"] = serde_json::json!(role);
-        }
         let plan: Plan = serde_json::from_value(serde_json::json!({
             "apiVersion": "outpost.dev/v1alpha1",
             "kind": "Plan",
@@ -901,7 +978,7 @@ impl Flow {
         self.plans
             .create(&Default::default(), &plan)
             .await
-            .expect("the operator creates the trigger Plan");
+            .expect("the trigger Plan is created");
         name
     }
 
@@ -1014,7 +1091,7 @@ async fn the_install_runs_each_plan_under_its_role_in_the_customer_account() {
 
     // A maintenance action whose role lacks a permission: backup-check may describe
     // snapshots but not take one, and the emulator says so with a 403.
-    let name = flow.trigger("backup-check", None).await;
+    let name = flow.scheduled("backup-check").await;
     let plan = flow.finished(&name).await;
     let status = plan.status.clone().unwrap();
     assert_eq!(
@@ -1172,7 +1249,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 }
 
 async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
-    let flow = start(backend).await;
+    let flow = start_with(backend, true).await;
     flow.install_reaches(InstallPhase::Active, 300).await;
     let password = flow.password.clone();
     let encoded = {
@@ -1249,6 +1326,49 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
             );
         }
     }
+    // Nor in any API response of the run: every client (the runner, the controllers,
+    // kubectl, `outpost`, this test) went through the recording proxy, which saw the
+    // runner's Plan status updates and watches.
+    let proxy = flow.proxy.as_ref().expect("the run is recorded");
+    let requests = String::from_utf8_lossy(&proxy.requests()).into_owned();
+    assert!(
+        requests
+            .lines()
+            .any(|l| l.contains("/plans/") && l.contains("/status")),
+        "the proxy saw the runner's Plan status updates"
+    );
+    assert!(
+        requests.contains("watch=true") || requests.contains("watch=1"),
+        "the proxy saw watches"
+    );
+    let responses = proxy.responses();
+    // A watch event is one line `{"object":{...},"type":"MODIFIED"}` (either key order).
+    let watched = ["ADDED", "MODIFIED"].iter().any(|t| {
+        contains(&responses, &format!("\"type\":\"{t}\"}}\n"))
+            || contains(&responses, &format!("{{\"type\":\"{t}\",\"object\":"))
+    });
+    assert!(watched, "the proxy recorded watch events");
+    assert!(
+        contains(&responses, "\"assumedRole\"") && contains(&responses, "\"phase\":\"Succeeded\""),
+        "the proxy recorded the answers ({} connections)",
+        proxy.connections()
+    );
+    let escaped = serde_json::to_string(&password).unwrap();
+    for form in [
+        password.as_str(),
+        encoded.as_str(),
+        escaped.trim_matches('"'),
+    ] {
+        assert!(
+            !contains(&responses, form),
+            "the password ({form}) is in an API response"
+        );
+    }
+    assert!(
+        !contains(&requests.into_bytes(), &password),
+        "the password is in an API request"
+    );
+
     // Nor in the runner's signed audit log or its journal in the state dir.
     for (path, bytes) in files(&flow.state) {
         if path.ends_with("password.sha256") || path.starts_with(flow.state.join("work")) {
@@ -1268,10 +1388,40 @@ outpost_e2e::on_both_backends!(the_secret_never_reaches_the_control_plane);
 async fn break_glass_runs_only_while_the_customer_enables_the_role() {
     let flow = start(Backend::Embedded).await;
     flow.install_reaches(InstallPhase::Active, 300).await;
+    // The cluster the sandbox names (`cluster_name`): the example's sandbox only stands
+    // in for it, so the customer creates it in the emulator, logs off.
+    let cluster = format!("{}-eks", flow.uid);
+    let (status, created) = flow.customer.eks(
+        "/clusters",
+        Some(&serde_json::json!({
+            "name": cluster,
+            "version": "1.29",
+            "roleArn": format!("arn:aws:iam::{ACCOUNT}:role/{}-provision", flow.uid),
+            "resourcesVpcConfig": {"subnetIds": [flow.customer.subnet]},
+        })),
+    );
+    assert_eq!(status, 200, "CreateCluster: {created}");
+    let logging = |flow: &Flow| {
+        let (status, described) = flow.customer.eks(&format!("/clusters/{cluster}"), None);
+        assert_eq!(status, 200, "DescribeCluster: {described}");
+        described["cluster"]["logging"]["clusterLogging"].clone()
+    };
+    let audit_logs_on = |logging: &Value| {
+        logging.as_array().is_some_and(|groups| {
+            groups.iter().any(|g| {
+                g["enabled"] == true
+                    && g["types"]
+                        .as_array()
+                        .is_some_and(|t| t.contains(&"audit".into()))
+            })
+        })
+    };
+    assert!(!audit_logs_on(&logging(&flow)), "{}", logging(&flow));
+
     let role = format!("{}-eks-upgrade-role", flow.uid);
     let refused = format!("role {role} is disabled or not assumable in the customer account");
     // Disabled by default: the role is absent, the operator's trigger fails closed.
-    let first = flow.trigger("eks-upgrade", Some(&role)).await;
+    let first = flow.trigger("eks-audit-logs", Some(&role)).await;
     let plan = flow.finished(&first).await;
     let status = plan.status.clone().unwrap();
     assert_eq!(
@@ -1280,6 +1430,19 @@ async fn break_glass_runs_only_while_the_customer_enables_the_role() {
         "{status:?}"
     );
     assert_eq!(status.role.unwrap().name, role);
+    // The maintenance role may describe the cluster, not change it: moto says 403.
+    let maintenance = format!("{}-maintenance", flow.uid);
+    let denied = flow.trigger("eks-audit-logs", Some(&maintenance)).await;
+    let plan = flow.finished(&denied).await;
+    let status = plan.status.clone().unwrap();
+    assert_eq!(phase(&plan), Some(PlanPhase::Failed), "{status:?}");
+    assert_eq!(status.role.unwrap().name, maintenance);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("HTTP 403") && message.contains("eks:UpdateClusterConfig"),
+        "{message}"
+    );
+    assert!(!audit_logs_on(&logging(&flow)));
 
     // The customer switches it on for the incident.
     flow.customer
@@ -1298,23 +1461,24 @@ async fn break_glass_runs_only_while_the_customer_enables_the_role() {
     flow.customer
         .resource_star(&role, &["secretsmanager:GetSecretValue"])
         .await;
-    let second = flow.trigger("eks-upgrade", Some(&role)).await;
+    let second = flow.trigger("eks-audit-logs", Some(&role)).await;
     let plan = flow.finished(&second).await;
     let status = plan.status.clone().unwrap();
-    // The step ran under the break-glass role (the identity it printed is the role's
-    // session for this Plan) and called EKS; moto does not implement
-    // UpdateClusterVersion (404), so the step, and the Plan, fail there.
-    let message = status.message.clone().unwrap_or_default();
+    assert_eq!(phase(&plan), Some(PlanPhase::Succeeded), "{status:?}");
+    assert_eq!(status.role.clone().unwrap().name, role);
+    // The step ran as the break-glass role's session for this Plan, and the cluster's
+    // configuration really changed: the customer sees the logs on.
+    let log = status.log.clone().unwrap_or_default();
     assert!(
-        message.contains(&format!(
-            "upgrading as arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{}",
+        log.contains(&format!(
+            "changing the cluster as arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{}",
             plan.metadata.uid.clone().unwrap()
-        )) && message.contains(&format!(
-            "eks UpdateClusterVersion {}-eks to 1.30: HTTP 404",
-            flow.uid
+        )) && log.contains(&format!(
+            "eks UpdateClusterConfig {cluster} (api, audit, authenticator logs on): HTTP 200"
         )),
         "{status:?}"
     );
+    assert!(audit_logs_on(&logging(&flow)), "{}", logging(&flow));
 
     // The customer switches it off again; the next trigger fails closed.
     flow.customer
@@ -1341,7 +1505,7 @@ async fn break_glass_runs_only_while_the_customer_enables_the_role() {
         .send()
         .await
         .expect("DeleteRole");
-    let third = flow.trigger("eks-upgrade", Some(&role)).await;
+    let third = flow.trigger("eks-audit-logs", Some(&role)).await;
     let plan = flow.finished(&third).await;
     let status = plan.status.clone().unwrap();
     assert_eq!(
