@@ -125,7 +125,7 @@ fn every_manifest_round_trips_and_validates() {
         }
     }
     let expected: BTreeMap<String, usize> = [
-        ("Action", 3),
+        ("Action", 4),
         ("App", 1),
         ("Component", 5),
         ("Install", 2),

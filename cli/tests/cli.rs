@@ -407,7 +407,7 @@ fn up_drives_the_example_install_to_active_stops_its_children_and_resumes() {
     for line in [
         "outpost: minted the runner token of default/globex",
         "outpost: install default/globex is Active",
-        "outpost: applied 20 objects",
+        "outpost: applied 21 objects",
         ", pushed now)",
     ] {
         assert!(printed.contains(line), "{line:?} not in:\n{printed}");

@@ -346,7 +346,30 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         .env("KUBECONFIG", &fleet.kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let follower = follow.spawn().unwrap();
+    let mut follower = follow.spawn().unwrap();
+    // Approve only once the follower has seen the Plan waiting.
+    let (lines, seen) = std::sync::mpsc::channel();
+    let follower_stderr = follower.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(follower_stderr).lines() {
+            let line = line.unwrap();
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
+    });
+    let awaiting = format!("plan {waiting}: AwaitingApproval");
+    loop {
+        let line = seen
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the follower reports the Plan awaiting approval");
+        if line.contains(&awaiting) {
+            break;
+        }
+    }
     let approved = fleet.ok(&["approve", &waiting]);
     assert!(
         approved.stderr.contains("approved by alice"),
@@ -361,7 +384,7 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         .unwrap()
         .unwrap();
     let stdout = String::from_utf8_lossy(&followed.stdout);
-    let stderr = String::from_utf8_lossy(&followed.stderr);
+    let stderr = reader.join().unwrap();
     assert!(followed.status.success(), "{stderr}");
     assert_eq!(
         stdout,
