@@ -21,6 +21,33 @@ pub fn manifests() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
 }
 
+/// Polls `check` every 50 ms until it returns `Some`, or panics after `secs` naming `what`.
+pub async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A binary on `PATH`, as an absolute path (so a spawned process is told exactly which
+/// one); panics when the machine lacks it.
+pub fn on_path(name: &str) -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{name} is not on PATH; the test needs the real one"))
+}
+
 /// The example's manifests (`manifests/*.yaml`) copied into `dir`, with install
 /// globex's images coming from `vendor` and copied into `registry`.
 pub fn example_with_registries(

@@ -69,8 +69,8 @@ use outpost_api::{
     AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
 };
 use outpost_e2e::{
-    Backend, ControlPlane, Process, RecordingProxy, Registry, example_with_registries,
-    outpost_binary,
+    Backend, ControlPlane, Process, RecordingProxy, Registry, eventually, example_with_registries,
+    on_path, outpost_binary,
 };
 use serde_json::Value;
 
@@ -100,29 +100,6 @@ fn moto_binary() -> PathBuf {
         path.display()
     );
     path
-}
-
-/// A binary on `PATH`, as an absolute path.
-fn on_path(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| panic!("{name} is not on PATH; the test needs the real one"))
-}
-
-/// Polls `check` every 200 ms until it returns `Some`, or panics after `secs`.
-async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// A `moto_server` with IAM enforcement after [`NO_AUTH_CALLS`] calls, on a free

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, ListParams};
 use outpost_api::{AuditEvent, AuditEventType, DriftReport, DriftState, Install, Plan, PlanPhase};
-use outpost_e2e::{Backend, ControlPlane, Process, outpost_binary};
+use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary};
 
 const INSTALL: &str = "acme";
 const REPORT: &str = "acme-web";
@@ -237,17 +237,6 @@ fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Pa
         .spawn()
         .expect("outpost runner starts");
     Process::new(child)
-}
-
-async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The report, once it names a field ending in `field` with live value `live`.

@@ -21,8 +21,8 @@ use outpost_api::{
     AuditEvent, AuditEventType, EntityKind, Install, InstallPhase, Operation, Plan, PlanPhase,
 };
 use outpost_e2e::{
-    Backend, ControlPlane, Kubectl, Process, Registry, TestImage, example_with_registries,
-    manifests, outpost_binary,
+    Backend, ControlPlane, Kubectl, Process, Registry, TestImage, eventually,
+    example_with_registries, manifests, on_path, outpost_binary,
 };
 use serde_json::{Value, json};
 
@@ -48,29 +48,6 @@ struct Flow {
     /// The runner's state dir (journal, audit log, terraform work dirs).
     state: PathBuf,
     _dir: tempfile::TempDir,
-}
-
-/// A binary on `PATH`, as an absolute path (so the runner is told exactly which one).
-fn on_path(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| panic!("{name} is not on PATH; the flow needs the real one"))
-}
-
-/// Polls `check` every 200 ms until it returns `Some`, or panics after `secs`.
-async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Mints the install's runner token with `outpost token`, as an admin would.

@@ -9,11 +9,12 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, ListParams};
 use outpost_api::{DriftReport, Install, InstallPhase, Operation, Plan, PlanPhase};
-use outpost_e2e::{Backend, ControlPlane, Process, Registry, outpost_binary, runner_binary};
+use outpost_e2e::{
+    Backend, ControlPlane, Process, Registry, eventually, on_path, outpost_binary, runner_binary,
+};
 use serde_json::{Value, json};
 
 const INSTALL: &str = "acme";
@@ -114,29 +115,6 @@ struct Sync {
     installs: Api<Install>,
     state: PathBuf,
     _dir: tempfile::TempDir,
-}
-
-/// A binary on `PATH`, as an absolute path.
-fn on_path(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| panic!("{name} is not on PATH"))
-}
-
-/// Polls `check` every 200 ms until it returns `Some`, or panics after `secs`.
-async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Starts the install's registry, the control plane, controllers and stand-in cluster,

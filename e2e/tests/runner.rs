@@ -16,7 +16,7 @@ use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostPa
 use outpost_api::{
     AuditEvent, EntityKind, EntityRef, Operation, Plan, PlanPhase, PlanSpec, Runner, content_hash,
 };
-use outpost_e2e::{Backend, ControlPlane, Process, outpost_binary};
+use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary};
 use serde_json::{Value, json};
 
 const INSTALL: &str = "acme";
@@ -123,18 +123,6 @@ async fn approved_plan(
         .await
         .unwrap();
     name
-}
-
-/// Polls `check` every 100 ms until it returns `Some`, or panics after `secs` with `what`.
-async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn phase(plan: &Plan) -> Option<PlanPhase> {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use outpost_api::{AuditEvent, AuditEventType, Plan, PlanPhase};
-use outpost_e2e::{Backend, ControlPlane, Process, outpost_binary, runner_binary};
+use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary, runner_binary};
 use serde_json::json;
 
 const INSTALL: &str = "acme";
@@ -107,18 +107,6 @@ async fn approved_job_plan(plans: &Api<Plan>, name: &str) {
 
 fn phase(plan: &Plan) -> Option<PlanPhase> {
     plan.status.as_ref().and_then(|s| s.phase)
-}
-
-/// Polls `check` every 100 ms until it returns `Some`, or panics after `secs` with `what`.
-async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// How many times each Plan's step ran, from the lines it appended.
