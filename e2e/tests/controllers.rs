@@ -56,7 +56,21 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
     let _second = cp.start_controllers("replica-b");
     assert_eq!(leader, "replica-a");
 
-    kubectl.ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    // The App last: `kubectl apply -f DIR` goes file by file, and an App applied before its
+    // Components would first be Ready with the release of a partial set.
+    for file in [
+        "actions.yaml",
+        "components.yaml",
+        "operation-roles.yaml",
+        "installs.yaml",
+    ] {
+        kubectl.ok(&["apply", "-f", manifests().join(file).to_str().unwrap()]);
+    }
+    kubectl.ok(&[
+        "apply",
+        "-f",
+        manifests().join("app.yaml").to_str().unwrap(),
+    ]);
     let ready = eventually(
         &kubectl,
         READY,
