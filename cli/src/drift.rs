@@ -11,6 +11,12 @@ use crate::output;
 pub struct DriftArgs {
     /// Only this install's reports; every install's in the namespace when omitted.
     install: Option<String>,
+    /// Wait until a report shows drift (of INSTALL, or of any install), then print.
+    #[arg(long)]
+    wait: bool,
+    /// With --wait: give up (exit 1) after this many seconds.
+    #[arg(long, default_value_t = 60, requires = "wait")]
+    timeout: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -31,10 +37,25 @@ pub async fn run(args: DriftArgs) -> anyhow::Result<()> {
         }
         params = params.labels(&format!("outpost.dev/install={install}"));
     }
-    let mut reports = Api::<DriftReport>::namespaced(client, &namespace)
-        .list(&params)
-        .await?
-        .items;
+    let api = Api::<DriftReport>::namespaced(client, &namespace);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(args.timeout);
+    let mut reports = loop {
+        let reports = api.list(&params).await?.items;
+        if !args.wait || reports.iter().any(|r| !r.spec.in_sync) {
+            break reports;
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "no drift reported in namespace {namespace}{} within {} s: runners check a component's objects after its first successful deploy (see `outpost status` and the App's `drift` settings)",
+                args.install
+                    .as_deref()
+                    .map(|i| format!(" for install {i}"))
+                    .unwrap_or_default(),
+                args.timeout
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
     reports.sort_by_key(|r| (r.spec.install.clone(), r.spec.entity.name.clone()));
     if reports.is_empty() && args.common.output == output::Format::Table {
         eprintln!(

@@ -22,6 +22,7 @@ mod stack;
 mod status;
 mod token;
 mod up;
+mod wait;
 
 use std::process::ExitCode;
 
@@ -96,6 +97,14 @@ enum Command {
     Drift(drift::DriftArgs),
     /// Print what a Plan's execution printed (`status.log`); `-f` follows it to the end.
     Logs(logs::LogsArgs),
+    /// Wait until an install has converged on its latest spec, printing each Plan as it
+    /// finishes.
+    ///
+    /// Returns once the Install controller has seen the install's latest spec, none of
+    /// its Plans is unfinished and it is Active; fails (exit 1) if it turns Degraded
+    /// (naming the failed Plan) or after `--timeout`. Plans awaiting approval are named
+    /// with the command that approves them.
+    Wait(wait::WaitArgs),
 }
 
 #[tokio::main]
@@ -155,6 +164,10 @@ async fn main() -> anyhow::Result<ExitCode> {
             .map(|()| ExitCode::SUCCESS)
             .map_err(client::explain),
         Command::Logs(args) => logs::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Wait(args) => wait::run(args)
             .await
             .map(|()| ExitCode::SUCCESS)
             .map_err(client::explain),

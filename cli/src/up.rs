@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use outpost_api::InstallPhase;
 use outpost_apiserver::auth::{ADMINS, TokenFile};
 use outpost_apiserver::registry::Registry;
 use outpost_apiserver::server::{ApiServer, ServerConfig};
@@ -38,10 +39,10 @@ pub struct UpArgs {
     #[arg(long, default_value = ".outpost", env = "OUTPOST_DATA_DIR")]
     data_dir: PathBuf,
     /// Address of the API server (and of the dashboard, under `/ui`).
-    #[arg(long, default_value = "127.0.0.1:8844")]
+    #[arg(long, default_value = "127.0.0.1:8844", env = "OUTPOST_LISTEN")]
     listen: SocketAddr,
     /// Address of the stand-in cluster the example install deploys into.
-    #[arg(long, default_value = "127.0.0.1:8845")]
+    #[arg(long, default_value = "127.0.0.1:8845", env = "OUTPOST_CLUSTER_LISTEN")]
     cluster_listen: SocketAddr,
     /// Manifests applied at start (server-side apply, into namespace `default`).
     #[arg(long, default_value = "manifests")]
@@ -108,7 +109,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .install
         .split_once('/')
         .unwrap_or(("default", args.install.as_str()));
-    let dir = &args.data_dir;
+    // Absolute, so what `up` prints and hands its children does not depend on their
+    // working directories.
+    let dir = &std::path::absolute(&args.data_dir)
+        .with_context(|| format!("data dir {}", args.data_dir.display()))?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let (tokens, admin_token) = admin_tokens(dir)?;
     // kubectl sends tokens only over TLS: serve HTTPS with a local CA kept in the data dir.
@@ -220,7 +224,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         println!("outpost: waiting for install {namespace}/{install} to be Active");
         tokio::select! {
             result = progress::until_active(&client, namespace, install, &mut runner) => {
-                result?;
+                if result? == InstallPhase::Degraded {
+                    println!(
+                        "outpost: install {namespace}/{install} is Degraded: a Plan failed (above); read its output with `outpost logs PLAN`, fix the cause, then `outpost deploy COMPONENT --install {install}`; Outpost keeps running"
+                    );
+                }
                 false
             }
             () = shutdown_signal() => true,

@@ -234,7 +234,8 @@ impl Up {
     /// ready (or fails the test after `secs`).
     fn start(dir: &std::path::Path, secs: u64) -> Up {
         let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
-        let mut child = outpost()
+        let mut command = outpost();
+        command
             .args([
                 "up",
                 "--listen",
@@ -245,7 +246,13 @@ impl Up {
                 manifests,
                 "--data-dir",
             ])
-            .arg(dir)
+            .arg(dir);
+        Up::spawn(command, secs)
+    }
+
+    /// Runs `command` (an `outpost up`) and reads its output until it is ready.
+    fn spawn(mut command: Command, secs: u64) -> Up {
+        let mut child = command
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .spawn()
@@ -623,4 +630,104 @@ fn help_explains_every_command() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&output.stdout).contains("--concurrency"));
+}
+
+/// README's walkthrough, run verbatim: every `sh` block of its "Walkthrough" section, in
+/// order, as one `bash -e` script, in a directory laid out like the repository (with
+/// `manifests/`, and `target/release/` holding the `outpost` this test built) in which
+/// `outpost up` runs as `./x up` would start it (its defaults, free ports by environment).
+#[test]
+fn the_readme_walkthrough_works_verbatim() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = readme
+        .split("\n## Walkthrough\n")
+        .nth(1)
+        .expect("README has a Walkthrough section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let blocks: Vec<&str> = section
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert!(blocks.len() >= 5, "walkthrough blocks: {blocks:#?}");
+    assert!(
+        blocks
+            .iter()
+            .any(|b| b.contains("kubectl patch install globex"))
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let repo = root.path();
+    std::os::unix::fs::symlink(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests"),
+        repo.join("manifests"),
+    )
+    .unwrap();
+    std::fs::create_dir(repo.join("target")).unwrap();
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_outpost"))
+        .parent()
+        .unwrap();
+    std::os::unix::fs::symlink(built, repo.join("target/release")).unwrap();
+    let home = repo.join("home");
+    std::fs::create_dir(&home).unwrap();
+    // What the reader does in the editor: spec.replicas from 2 to 5.
+    let editor = repo.join("edit-replicas");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/^  replicas: 2$/  replicas: 5/' \"$1\"\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    let mut up = outpost();
+    up.arg("up")
+        .current_dir(repo)
+        .env("OUTPOST_LISTEN", "127.0.0.1:0")
+        .env("OUTPOST_CLUSTER_LISTEN", "127.0.0.1:0")
+        .env_remove("OUTPOST_DATA_DIR");
+    let up = Up::spawn(up, 300);
+
+    let script = format!("set -euo pipefail\nset -x\n{}", blocks.join("\n"));
+    let started = std::time::Instant::now();
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(repo)
+        .env("HOME", &home)
+        .env("KUBE_EDITOR", &editor)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!(
+        "walkthrough took {:?}\n{stdout}\n{stderr}",
+        started.elapsed()
+    );
+    assert!(output.status.success(), "the walkthrough failed");
+    for expected in [
+        // The input change reached the stand-in cluster through Plans.
+        "shop.globex.example",
+        "plan deploy ingress Succeeded",
+        // The edit was reported as drift of that field.
+        "Drifted",
+        "spec.replicas",
+        // The action ran.
+        "Succeeded",
+        // The audit log verifies.
+        "events verified",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} not in:\n{stdout}");
+    }
+    let printed = up.interrupt();
+    assert!(
+        !printed.iter().any(|l| l.contains("panicked")),
+        "{printed:#?}"
+    );
 }

@@ -798,6 +798,49 @@ async fn drift_lists_reports_with_their_field_diffs() {
         unknown.contains("install default/nope not found") && unknown.contains("outpost status"),
         "{unknown}"
     );
+    let waited = fleet.fails(&["drift", "acme", "--wait", "--timeout", "1"]);
+    assert!(
+        waited.contains("no drift reported in namespace default for install acme within 1 s"),
+        "{waited}"
+    );
+    // --wait returns at once when a report already shows drift.
+    let table = fleet.ok(&["drift", "globex", "--wait"]).stdout;
+    assert!(table.contains("Drifted"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_returns_once_an_install_converged_and_says_what_holds_it_up() {
+    let fleet = Fleet::start().await;
+    fleet.wait_install("globex", "Active").await;
+    let done = fleet.ok(&["wait", "globex"]);
+    assert!(
+        done.stdout.contains("install default/globex is Active"),
+        "{done:?}"
+    );
+    // acme's first Plan waits for an approval (prompt mode): wait names it and the command
+    // that approves it, then gives up after --timeout.
+    let held = fleet.wait_plan_in("acme", "AwaitingApproval").await;
+    let ran = fleet.outpost(&["wait", "acme", "--timeout", "1"]);
+    assert!(!ran.ok, "{ran:?}");
+    assert!(
+        ran.stdout.contains(&format!(
+            "plan {held} awaits approval: `outpost approve {held} -n default`"
+        )),
+        "{ran:?}"
+    );
+    assert!(
+        ran.stderr
+            .contains("install default/acme did not converge within 1 s")
+            && ran
+                .stderr
+                .contains("kubectl get plans -l outpost.dev/install=acme"),
+        "{ran:?}"
+    );
+    let unknown = fleet.fails(&["wait", "nope"]);
+    assert!(
+        unknown.contains("install default/nope not found") && unknown.contains("outpost status"),
+        "{unknown}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

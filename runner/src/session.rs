@@ -110,7 +110,11 @@ fn pem_to_der(path: &Path) -> anyhow::Result<Vec<u8>> {
 
 /// Runs the runner until the process is stopped: registers, heartbeats, watches the
 /// install's Plans and executes them one at a time with `executors`.
-pub async fn run(args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
+pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
+    // Executors run tools (terraform, steps) in work dirs of their own: paths under the
+    // state dir must not depend on the runner's working directory.
+    args.state_dir = std::path::absolute(&args.state_dir)
+        .with_context(|| format!("state dir {}", args.state_dir.display()))?;
     create_private_dir(&args.state_dir)?;
     let identity = Arc::new(Identity::load_or_create(&args.state_dir)?);
     let (namespace, install) = args.install_ref();
