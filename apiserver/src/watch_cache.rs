@@ -113,7 +113,8 @@ fn object_id(object: &Value) -> String {
     )
 }
 
-/// One line of a watch response: `{"type":"ADDED","object":{...}}\n`.
+/// One line of a watch response: `{"object":{...},"type":"ADDED"}\n` (serde_json writes
+/// keys sorted; clients read the fields by name).
 pub fn encode_line(event_type: &str, object: &Value) -> Bytes {
     let mut line =
         serde_json::to_vec(&json!({"type": event_type, "object": object})).expect("JSON encodes");
