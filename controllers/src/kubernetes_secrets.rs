@@ -113,10 +113,10 @@ fn collect(value: &Value, key: Option<&str>, names: &mut Vec<String>) {
         }
         Value::Array(items) => {
             for item in items {
-                if key == Some("imagePullSecrets") {
-                    if let Some(name) = item.get("name").and_then(Value::as_str) {
-                        names.push(name.to_owned());
-                    }
+                if key == Some("imagePullSecrets")
+                    && let Some(name) = item.get("name").and_then(Value::as_str)
+                {
+                    names.push(name.to_owned());
                 }
                 collect(item, None, names);
             }
@@ -175,6 +175,9 @@ mod tests {
         let cache = component("apiVersion: v1\nkind: Service\nmetadata: {name: cache}\n");
         assert_eq!(with_kubernetes_secrets(&app(), cache.clone()), cache);
         let terraform = json!({"type": "terraform_module", "manifest": {"content": WEB}});
-        assert_eq!(with_kubernetes_secrets(&app(), terraform.clone()), terraform);
+        assert_eq!(
+            with_kubernetes_secrets(&app(), terraform.clone()),
+            terraform
+        );
     }
 }

@@ -1294,7 +1294,8 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
         .into_iter()
         .flatten()
         .any(|e| {
-            e["valueFrom"]["secretKeyRef"] == serde_json::json!({"name": "database", "key": "password"})
+            e["valueFrom"]["secretKeyRef"]
+                == serde_json::json!({"name": "database", "key": "password"})
         });
     assert!(reads, "{web}");
 
@@ -1304,15 +1305,19 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
     let reports: Api<outpost_api::DriftReport> = Api::namespaced(client, "default");
     for component in ["database", "web"] {
         let name = format!("{INSTALL}-{component}");
-        eventually(60, &format!("the DriftReport {name}, in sync"), async || {
-            reports
-                .get_opt(&name)
-                .await
-                .ok()??
-                .spec
-                .in_sync
-                .then_some(())
-        })
+        eventually(
+            60,
+            &format!("the DriftReport {name}, in sync"),
+            async || {
+                reports
+                    .get_opt(&name)
+                    .await
+                    .ok()??
+                    .spec
+                    .in_sync
+                    .then_some(())
+            },
+        )
         .await;
     }
 
@@ -1341,7 +1346,11 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
         .filter_map(|e| e.spec.details.clone())
         .find_map(|d| d.get("kubernetesSecrets").cloned())
         .expect("web's apply audits the Secret it wrote");
-    assert_eq!(written[0]["sha256"], format!("sha256:{expected}"), "{written}");
+    assert_eq!(
+        written[0]["sha256"],
+        format!("sha256:{expected}"),
+        "{written}"
+    );
     assert_eq!(written[0]["name"], "database");
     let objects = every_object(&flow.cp);
     assert!(

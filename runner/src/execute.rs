@@ -201,7 +201,11 @@ async fn run(
         ("changes".to_owned(), json!(diff.changes)),
         ("resumed".to_owned(), json!(resume == Resume::Interrupted)),
     ]);
-    session.audit(AuditEventType::Apply, subject.clone(), Value::Object(details));
+    session.audit(
+        AuditEventType::Apply,
+        subject.clone(),
+        Value::Object(details),
+    );
     session.audit(
         AuditEventType::Outputs,
         subject.clone(),

@@ -73,7 +73,10 @@ pub async fn assume<'a>(
         );
         return Err(reason);
     };
-    match account.assume(role, &session_name(&baseline.component)).await {
+    match account
+        .assume(role, &session_name(&baseline.component))
+        .await
+    {
         Ok(assumed) => {
             session.audit(
                 AuditEventType::Role,

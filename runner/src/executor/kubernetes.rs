@@ -535,11 +535,12 @@ fn without_secret_data(mut object: Value) -> Value {
         "/metadata/labels/{}",
         secret_objects::MANAGED_BY_LABEL.replace('/', "~1")
     );
-    if object["kind"] == "Secret" && object.pointer(&label) == Some(&json!("outpost")) {
-        if let Some(map) = object.as_object_mut() {
-            map.remove("data");
-            map.remove("stringData");
-        }
+    if object["kind"] == "Secret"
+        && object.pointer(&label) == Some(&json!("outpost"))
+        && let Some(map) = object.as_object_mut()
+    {
+        map.remove("data");
+        map.remove("stringData");
     }
     object
 }

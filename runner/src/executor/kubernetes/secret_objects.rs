@@ -79,8 +79,10 @@ impl SecretObject {
     pub fn is_current(&self, live: Option<&Value>) -> bool {
         let Some(live) = live else { return false };
         let wanted = self.object();
-        live.pointer(&format!("/metadata/labels/{}", MANAGED_BY_LABEL.replace('/', "~1")))
-            == Some(&json!("outpost"))
+        live.pointer(&format!(
+            "/metadata/labels/{}",
+            MANAGED_BY_LABEL.replace('/', "~1")
+        )) == Some(&json!("outpost"))
             && wanted["data"]
                 .as_object()
                 .into_iter()
@@ -172,15 +174,24 @@ mod tests {
              "value": "${outpost-secret:db_user}"},
         ]});
         let env = BTreeMap::from([
-            (crate::secrets::env_name("db_password"), "hunter2".to_owned()),
+            (
+                crate::secrets::env_name("db_password"),
+                "hunter2".to_owned(),
+            ),
             (crate::secrets::env_name("db_user"), "app".to_owned()),
         ]);
         let objects = secret_objects(&ctx(desired.clone(), env)).unwrap();
         assert_eq!(objects.len(), 1);
         let object = objects[0].object();
-        assert_eq!(object["data"], json!({"password": "aHVudGVyMg==", "user": "YXBw"}));
+        assert_eq!(
+            object["data"],
+            json!({"password": "aHVudGVyMg==", "user": "YXBw"})
+        );
         assert_eq!(object["type"], "Opaque");
-        assert_eq!(object["metadata"]["annotations"][SECRETS_ANNOTATION], "db_password,db_user");
+        assert_eq!(
+            object["metadata"]["annotations"][SECRETS_ANNOTATION],
+            "db_password,db_user"
+        );
         assert!(objects[0].is_current(Some(&object)));
         assert!(!objects[0].is_current(None));
         let shown = format!(
@@ -189,10 +200,27 @@ mod tests {
             objects[0].describe(),
             Value::Array(objects[0].audit())
         );
-        assert!(!shown.contains("hunter2") && !shown.contains("aHVudGVyMg"), "{shown}");
-        assert!(shown.contains(&crate::example_image::sha256(b"hunter2")), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("aHVudGVyMg"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(&crate::example_image::sha256(b"hunter2")),
+            "{shown}"
+        );
 
         let unresolved = secret_objects(&ctx(desired, BTreeMap::new())).unwrap_err();
-        assert!(unresolved.to_string().contains("db_password"), "{unresolved}");
+        assert!(
+            unresolved.to_string().contains("db_password"),
+            "{unresolved}"
+        );
+
+        // A teardown's diff (which policies read) lists the Secret without its data.
+        let listed = super::super::without_secret_data(object);
+        assert_eq!(listed["metadata"]["name"], "db");
+        assert!(listed.get("data").is_none(), "{listed}");
+        let other =
+            json!({"kind": "Secret", "metadata": {"name": "vendor"}, "data": {"k": "dg=="}});
+        assert_eq!(super::super::without_secret_data(other.clone()), other);
     }
 }
