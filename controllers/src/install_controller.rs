@@ -32,6 +32,7 @@ use outpost_api::{
 use serde_json::{Value, json};
 
 use crate::graph::ComponentGraph;
+use crate::kubernetes_secrets::with_kubernetes_secrets;
 use crate::maintenance::{is_maintenance, is_open};
 use crate::plan_index::PlanIndex;
 use crate::template::{InstallOutputs, TemplateContext};
@@ -282,7 +283,8 @@ async fn converge(
             let rendered = match (&context, spec) {
                 (Ok(context), Some(spec)) => context
                     .render_value(&serde_json::to_value(spec).unwrap_or_default())
-                    .ok(),
+                    .ok()
+                    .map(|rendered| with_kubernetes_secrets(&app, rendered)),
                 _ => None,
             };
             let Some(rendered) = rendered else {

@@ -11,6 +11,7 @@ pub mod graph;
 pub mod install_controller;
 pub mod install_stack;
 pub mod install_stack_controller;
+pub mod kubernetes_secrets;
 pub mod leader;
 pub mod maintenance;
 pub mod plan_gate;

@@ -18,8 +18,12 @@
 //!   again, and the next trigger fails closed. Every step is in the signed audit log
 //!   with the role used.
 //! * The database password lives in the customer's Secrets Manager: the migrate action
-//!   provably gets it, and it is in no object of the control plane's store (both
-//!   backends), no API answer, no Plan log and no audit event.
+//!   provably gets it, the runner writes it into the Kubernetes Secret the App names in
+//!   the customer's cluster (web reads it from there), and it is in no object of the
+//!   control plane's store (both backends), no API answer, no Plan log, no DriftReport
+//!   and no audit event.
+//! * Drift checks run under the component's deploy role (`assumed-role/ROLE/drift-NAME`):
+//!   the database's, which needs its password, reports in sync.
 //!
 //! What moto does differently from AWS, and how the test bridges it as the customer:
 //! * IAM enforcement starts after `INITIAL_NO_AUTH_ACTION_COUNT` unauthenticated calls;
@@ -628,7 +632,7 @@ struct Flow {
     /// Every API request and response of the run, when recorded.
     proxy: Option<RecordingProxy>,
     customer: Customer,
-    _cluster: ControlPlane,
+    cluster: ControlPlane,
     _controllers: Process,
     _runner: Process,
     plans: Api<Plan>,
@@ -735,8 +739,8 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
             &["cloudformation:DescribeStacks"],
         )
         .await;
-    // Not the runner role's secret reads: Plans read their secrets under their role,
-    // which the next policies bridge; only drift checks read with the runner's role.
+    // Not the runner role's secret reads: Plans and drift checks read their secrets
+    // under their role, which the next policies bridge.
     for role in ["provision", "maintenance", "deprovision"] {
         customer
             .resource_star(&format!("{uid}-{role}"), &["secretsmanager:GetSecretValue"])
@@ -806,7 +810,7 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         proxy,
         cp,
         customer,
-        _cluster: cluster,
+        cluster,
         _controllers: controllers,
         _runner: Process::new(child),
         uid,
@@ -1256,10 +1260,98 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
         "the step received the customer's password"
     );
 
+    // The runner wrote it into the Secret the App's db_password names, in the customer's
+    // cluster (the stand-in), which web's Deployment reads by secretKeyRef.
+    let cluster = flow.cluster.kubectl();
+    let secret: Value = serde_json::from_str(&cluster.ok(&[
+        "get",
+        "secret",
+        "database",
+        "-n",
+        "shopfront",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(secret["data"]["password"], encoded.as_str(), "{secret}");
+    assert_eq!(secret["type"], "Opaque");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "outpost"
+    );
+    let web: Value = serde_json::from_str(&cluster.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-n",
+        "shopfront",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let reads = web["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|e| {
+            e["valueFrom"]["secretKeyRef"]
+                == serde_json::json!({"name": "database", "key": "password"})
+        });
+    assert!(reads, "{web}");
+
+    // Drift checks run under each component's deploy role: the database's (the
+    // provision role), which reads the password under it, reports in sync.
+    let client = flow.cp.client().await;
+    let reports: Api<outpost_api::DriftReport> = Api::namespaced(client, "default");
+    for component in ["database", "web"] {
+        let name = format!("{INSTALL}-{component}");
+        eventually(
+            60,
+            &format!("the DriftReport {name}, in sync"),
+            async || {
+                reports
+                    .get_opt(&name)
+                    .await
+                    .ok()??
+                    .spec
+                    .in_sync
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
     // No object the control plane serves holds it, plain or base64: every kind (Plans
     // with their logs and outputs, AuditEvents, DriftReports, InstallStacks, Runners).
     let events = flow.audit_verifies().await;
     assert!(!events.is_empty());
+    let drift_role = events
+        .iter()
+        .filter(|e| e.spec.type_ == AuditEventType::Role)
+        .filter_map(|e| e.spec.details.clone())
+        .find(|d| d["drift"] == true && d["role"] == format!("{}-provision", flow.uid))
+        .expect("the database's drift check assumed the provision role");
+    assert_eq!(
+        drift_role["assumedRole"],
+        format!(
+            "arn:aws:sts::{ACCOUNT}:assumed-role/{}-provision/drift-database",
+            flow.uid
+        ),
+        "{drift_role}"
+    );
+    // The Secret is audited by digest.
+    let written = events
+        .iter()
+        .filter(|e| e.spec.type_ == AuditEventType::Apply)
+        .filter_map(|e| e.spec.details.clone())
+        .find_map(|d| d.get("kubernetesSecrets").cloned())
+        .expect("web's apply audits the Secret it wrote");
+    assert_eq!(
+        written[0]["sha256"],
+        format!("sha256:{expected}"),
+        "{written}"
+    );
+    assert_eq!(written[0]["name"], "database");
     let objects = every_object(&flow.cp);
     assert!(
         objects.iter().any(|(t, _)| t.starts_with("plans")),

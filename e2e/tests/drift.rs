@@ -10,7 +10,9 @@
 //!   the vendor policy that take the `drift` input; the Install status shows the
 //!   component drifted; the object stays edited; after a kill -9 and restart the runner
 //!   still detects (its baseline is in the state dir); undoing the edit brings the
-//!   report back in sync.
+//!   report back in sync. The App's secret is also the Secret the Deployment reads
+//!   (written by the runner from `--secrets-dir`): changing its value out of band is not
+//!   drift, and no report holds a value.
 //! * remediation `auto`: the control plane makes a `deploy` Plan with reason `drift`, it
 //!   succeeds, and the Deployment is restored in the stand-in.
 
@@ -33,6 +35,12 @@ kind: App
 metadata:
   name: drift-app
 spec:
+  secrets:
+    - name: db_password
+      kubernetesSecret:
+        namespace: shop
+        name: database
+        key: password
   permissions:
     roles:
       - name: drift-provision
@@ -75,6 +83,12 @@ spec:
             containers:
               - name: web
                 image: nginx:1.27
+                env:
+                  - name: DATABASE_PASSWORD
+                    valueFrom:
+                      secretKeyRef:
+                        name: database
+                        key: password
 ---
 apiVersion: outpost.dev/v1alpha1
 kind: Policy
@@ -108,6 +122,16 @@ spec:
 "#,
         sandbox = sandbox.display()
     )
+}
+
+/// The value of the App's `db_password` in the runner's secret store, which the runner
+/// also writes into the Secret `shop/database` web reads.
+const PASSWORD: &str = "drift-password-value";
+
+/// [`PASSWORD`] as the Secret's data holds it.
+fn encoded(value: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(value)
 }
 
 /// The customer's local policy on drift.
@@ -146,6 +170,9 @@ impl Stand {
         let policies = dir.path().join("policies");
         std::fs::create_dir_all(&policies).unwrap();
         std::fs::write(policies.join("drift_seen.rego"), LOCAL_POLICY).unwrap();
+        let secrets = dir.path().join("secrets");
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::fs::write(secrets.join("db_password"), PASSWORD).unwrap();
         let file = dir.path().join("app.yaml");
         std::fs::write(&file, objects(&sandbox, component_drift)).unwrap();
         cp.kubectl().ok(&["apply", "-f", file.to_str().unwrap()]);
@@ -230,6 +257,8 @@ fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Pa
         .arg(cluster.kubeconfig(&cluster.admin_token))
         .arg("--policies")
         .arg(dir.join("policies"))
+        .arg("--secrets-dir")
+        .arg(dir.join("secrets"))
         .args(["--terraform", "terraform", "--heartbeat-seconds", "1"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -306,7 +335,43 @@ async fn report_remediation_reports_drift_with_verdicts_and_leaves_the_object_ed
     let installs: Api<Install> = Api::namespaced(client.clone(), "default");
     let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
 
+    // The Secret the runner wrote from its secret store is not part of what drift
+    // compares: changing its value out of band is reported as nothing, and no report
+    // ever holds a value.
+    let secret = |field: &str| {
+        stand.cluster.kubectl().ok(&[
+            "get",
+            "secret",
+            "database",
+            "-n",
+            "shop",
+            "-o",
+            &format!("jsonpath={{.data.{field}}}"),
+        ])
+    };
+    assert_eq!(secret("password"), encoded(PASSWORD));
+    let other = "changed-out-of-band";
+    stand.cluster.kubectl().ok(&[
+        "patch",
+        "secret",
+        "database",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"data":{{"password":"{}"}}}}"#, encoded(other)),
+    ]);
+    assert_eq!(secret("password"), encoded(other));
+
     let report = edit_replicas(&stand, 2, 5).await;
+    let text = serde_json::to_string(&report).unwrap();
+    for value in [PASSWORD, other] {
+        assert!(
+            !text.contains(value) && !text.contains(&encoded(value)),
+            "{text}"
+        );
+    }
     let labels = report.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels["outpost.dev/install"], INSTALL);
     assert_eq!(labels["outpost.dev/component"], "web");

@@ -359,6 +359,60 @@ async fn the_example_app_drives_an_install_to_active() {
         "rendered with the install's inputs"
     );
     assert_eq!(get("service", "web")["spec"]["ports"][0]["port"], 80);
+
+    // The App's db_password is also the Secret its kubernetesSecret names
+    // (shopfront/database, key password): written by the runner from the customer's
+    // secret store before web's Deployment, which reads it by secretKeyRef.
+    let password = "correct-horse-battery";
+    let encoded = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(password)
+    };
+    // web's Plan carries the target and a reference, never the value; the signed apply
+    // event records the value's digest.
+    let web_deploy = flow.succeeded(Operation::Deploy, "web").await;
+    assert_eq!(
+        web_deploy.spec.desired_state.clone().unwrap()["kubernetesSecrets"],
+        json!([{"namespace": "shopfront", "name": "database", "key": "password",
+                "secret": "db_password", "value": "${outpost-secret:db_password}"}])
+    );
+    let web_plan = web_deploy.metadata.name.clone().unwrap();
+    let applied = flow
+        .local_audit()
+        .into_iter()
+        .find(|e| e["plan"] == web_plan.as_str() && e["type"] == "apply")
+        .expect("web's apply is audited");
+    assert_eq!(
+        applied["details"]["kubernetesSecrets"],
+        json!([{"namespace": "shopfront", "name": "database", "key": "password",
+                "secret": "db_password",
+                "sha256": outpost_runner::example_image::sha256(password.as_bytes())}]),
+        "{applied}"
+    );
+    let secret = get("secret", "database");
+    assert_eq!(secret["type"], "Opaque", "{secret}");
+    assert_eq!(secret["data"]["password"], encoded.as_str(), "{secret}");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "outpost"
+    );
+    let password_env = web["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "DATABASE_PASSWORD")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        password_env["valueFrom"]["secretKeyRef"],
+        json!({"name": "database", "key": "password"}),
+        "{web}"
+    );
+    let plans = serde_json::to_string(&flow.all_plans().await).unwrap();
+    let audit = serde_json::to_string(&flow.local_audit()).unwrap();
+    for text in [plans, audit] {
+        assert!(!text.contains(password) && !text.contains(&encoded));
+    }
     let cache = get("statefulset", "cache");
     assert_eq!(cache["spec"]["serviceName"], "cache");
     assert_eq!(get("service", "cache")["spec"]["ports"][0]["port"], 6379);

@@ -14,11 +14,15 @@
 //!   policies that take the `drift` input. Each newly found drift, and each return to
 //!   sync, is an audit event of type `drift`.
 //!
+//! * In the customer's AWS account, checks run under the role of the component's deploy
+//!   Plan (see [`role`]); one that cannot be assumed skips the check.
+//!
 //! Remediation is the control plane's: with `remediation: auto` its drift controller
 //! creates a `deploy` Plan (reason `drift`) that re-applies the baseline's desired state.
 
 pub mod diff;
 pub mod report;
+pub mod role;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,6 +71,9 @@ pub struct Baseline {
     pub last_applied: Value,
     /// The component's working directory.
     pub work_dir: PathBuf,
+    /// The role the Plan ran under (rendered name), which checks assume too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 /// The drift state a session shares: baselines (persisted) and the wake-ups of the
@@ -108,8 +115,15 @@ impl Drift {
     }
 
     /// Records what a finished step means for drift: a component `deploy` becomes its
-    /// baseline, a `teardown` removes it. Anything else changes nothing.
-    pub fn record_step(&self, ctx: &StepContext, executor: &str, applied: &Applied) {
+    /// baseline (with `role`, the Plan's), a `teardown` removes it. Anything else
+    /// changes nothing.
+    pub fn record_step(
+        &self,
+        ctx: &StepContext,
+        executor: &str,
+        applied: &Applied,
+        role: Option<&str>,
+    ) {
         let mut baselines = self.lock();
         match ctx.operation {
             Operation::Deploy => {
@@ -123,6 +137,7 @@ impl Drift {
                         desired: ctx.desired.clone(),
                         last_applied: applied.last_applied.clone(),
                         work_dir: ctx.work_dir.clone(),
+                        role: role.map(str::to_owned),
                     },
                 );
             }
@@ -202,11 +217,12 @@ async fn follow(session: Arc<Session>, baseline: Baseline) {
         };
     tracing::info!(component = %baseline.component, plan = %baseline.plan, ?interval,
         watched = changes.is_some(), "checking drift");
+    let mut role = None;
     loop {
         let wait = if busy(&session, &baseline.component) {
             BUSY_RETRY
         } else {
-            check(&session, &baseline, executor.as_ref()).await;
+            check(&session, &baseline, executor.as_ref(), &mut role).await;
             interval
         };
         let changed = async {
@@ -284,18 +300,36 @@ async fn interval(session: &Session, baseline: &Baseline) -> Duration {
     }
 }
 
-/// One check: observe, compare, report (buffered), audit a new drift.
-async fn check(session: &Session, baseline: &Baseline, executor: &dyn Executor) {
-    let env = match crate::secrets::resolve(&baseline.desired, session.secrets.as_ref()).await {
-        Ok(secrets) => secrets
-            .iter()
-            .map(|(k, v)| (crate::secrets::env_name(k), v.clone()))
-            .collect(),
+/// One check under the component's role: observe, compare, report (buffered), audit a
+/// new drift.
+async fn check(
+    session: &Session,
+    baseline: &Baseline,
+    executor: &dyn Executor,
+    role: &mut Option<role::DriftRole>,
+) {
+    let assumed = match role::assume(session, baseline, role).await {
+        Ok(assumed) => assumed,
+        Err(reason) => {
+            tracing::warn!(component = %baseline.component, %reason, "drift check skipped");
+            return;
+        }
+    };
+    let mut env = assumed.map(|r| r.env.clone()).unwrap_or_default();
+    let source = assumed
+        .and_then(|r| r.secrets.as_deref())
+        .unwrap_or_else(|| session.secrets.as_ref());
+    match crate::secrets::resolve(&baseline.desired, source).await {
+        Ok(secrets) => env.extend(
+            secrets
+                .iter()
+                .map(|(k, v)| (crate::secrets::env_name(k), v.clone())),
+        ),
         Err(e) => {
             tracing::warn!(component = %baseline.component, error = %e, "drift check skipped");
             return;
         }
-    };
+    }
     let ctx = StepContext {
         plan: baseline.plan.clone(),
         plan_uid: baseline.plan_uid.clone(),

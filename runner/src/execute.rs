@@ -195,10 +195,16 @@ async fn run(
         .await
         .map_err(|_| failed(format!("apply timed out after {:?}", ctx.timeout)))?
         .map_err(|e| failed(format!("apply failed: {e:#}")))?;
+    let mut details = applied.audit.clone();
+    details.extend([
+        ("summary".to_owned(), json!(diff.summary)),
+        ("changes".to_owned(), json!(diff.changes)),
+        ("resumed".to_owned(), json!(resume == Resume::Interrupted)),
+    ]);
     session.audit(
         AuditEventType::Apply,
         subject.clone(),
-        json!({"summary": diff.summary, "changes": diff.changes, "resumed": resume == Resume::Interrupted}),
+        Value::Object(details),
     );
     session.audit(
         AuditEventType::Outputs,
@@ -206,7 +212,9 @@ async fn run(
         json!({"outputs": applied.outputs}),
     );
     if plan.spec.entity.kind == EntityKind::Component {
-        session.drift.record_step(&ctx, &type_name, &applied);
+        session
+            .drift
+            .record_step(&ctx, &type_name, &applied, subject.role.as_deref());
     }
     Ok(applied)
 }
@@ -257,14 +265,7 @@ async fn assume_role(
                        "assumedRole": assumed.identity, "expires": assumed.expires,
                        "stack": account.stack_name}),
             );
-            let secrets: Option<Box<dyn SecretSource>> = match session.args.secrets_dir {
-                Some(_) => None,
-                None => Some(Box::new(SecretsManagerSecrets::new(
-                    &account.config_for(&assumed),
-                    &session.namespace,
-                    &session.install,
-                ))),
-            };
+            let secrets = role_secrets(session, account, &assumed);
             Ok((account.environment(&assumed), secrets))
         }
         Err(e) => {
@@ -277,6 +278,23 @@ async fn assume_role(
             );
             Err(refused(crate::aws::RoleError::plan_message(role)))
         }
+    }
+}
+
+/// Where work under `assumed` reads secrets: the install's Secrets Manager secrets with
+/// the role's credentials, or `None` with `--secrets-dir` (the runner's store).
+pub(crate) fn role_secrets(
+    session: &Session,
+    account: &crate::aws::Account,
+    assumed: &crate::aws::AssumedRole,
+) -> Option<Box<dyn SecretSource>> {
+    match session.args.secrets_dir {
+        Some(_) => None,
+        None => Some(Box::new(SecretsManagerSecrets::new(
+            &account.config_for(assumed),
+            &session.namespace,
+            &session.install,
+        ))),
     }
 }
 

@@ -114,8 +114,9 @@ impl SecretSource for NoSecrets {
 
 /// The customer's AWS Secrets Manager: secret `NAME` of install `NS/INSTALL` is the one
 /// the install stack creates, named `outpost/NS/INSTALL/NAME`. A Plan's secrets are
-/// read with the credentials of the Plan's assumed role; drift checks, which run under
-/// no Plan, read with the runner's own. The stack lets both read exactly those secrets.
+/// read with the credentials of the Plan's assumed role, a drift check's with those of
+/// the component's deploy role ([`crate::drift::role`]). The stack lets every role read
+/// exactly those secrets.
 pub struct SecretsManagerSecrets {
     client: aws_sdk_secretsmanager::Client,
     prefix: String,

@@ -83,6 +83,7 @@ impl Executor for FileExecutor {
                 ]),
                 log: String::new(),
                 last_applied: ctx.desired.clone(),
+                audit: Default::default(),
             })
         }
         .boxed()

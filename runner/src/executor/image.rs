@@ -250,6 +250,7 @@ impl ImageExecutor {
                 copied.blobs_skipped
             ),
             last_applied: self.state(&sync, Some(&image.digest)),
+            audit: Default::default(),
         })
     }
 

@@ -207,6 +207,7 @@ impl JobExecutor {
                 outputs: BTreeMap::from([("steps".to_owned(), json!([]))]),
                 log: String::new(),
                 last_applied: document,
+                audit: Default::default(),
             });
         }
         self.check().await?;
@@ -268,6 +269,7 @@ impl JobExecutor {
             outputs: BTreeMap::from([("steps".to_owned(), Value::Array(results))]),
             log,
             last_applied: document,
+            audit: Default::default(),
         })
     }
 }

@@ -10,6 +10,10 @@
 //! * **observe**: reads each last-applied object back, normalised (`null` if gone);
 //!   [`watch_objects`] wakes drift detection as soon as one of them changes.
 //! * **teardown**: deletes the objects (the plan lists what will go), last first.
+//! * **Secrets**: the App secrets the Plan lists in `kubernetesSecrets` are written as
+//!   Secrets first, after their namespaces and before the manifest's objects (see
+//!   [`secret_objects`]); their values are in no diff, log, output or baseline, only in
+//!   the cluster. They are torn down with the component.
 //!
 //! Namespaced objects without a namespace go into the manifest's `namespace` (else
 //! the client's default); a namespace that does not exist is created first.
@@ -29,6 +33,10 @@ use outpost_api::{ManifestSource, Operation, PolicyInput};
 use serde_json::{Value, json};
 
 use super::{Applied, Diff, Executor, StepContext};
+
+pub mod secret_objects;
+
+use secret_objects::SecretObject;
 
 /// The field manager of every apply.
 pub const FIELD_MANAGER: &str = "outpost-runner";
@@ -80,6 +88,15 @@ impl KubernetesExecutor {
     /// The objects `desired` declares, resolved against the cluster's discovery, with
     /// a Namespace object first for each namespace that does not exist yet.
     async fn targets(&self, desired: &Value) -> anyhow::Result<Vec<Target>> {
+        self.targets_with(desired, &[]).await
+    }
+
+    /// [`KubernetesExecutor::targets`], also ensuring the namespaces of `secrets`.
+    async fn targets_with(
+        &self,
+        desired: &Value,
+        secrets: &[SecretObject],
+    ) -> anyhow::Result<Vec<Target>> {
         let source = desired
             .get("manifest")
             .or_else(|| desired.pointer("/component/manifest"))
@@ -107,7 +124,12 @@ impl KubernetesExecutor {
             .map(|t| t.name.clone())
             .collect();
         let mut missing: Vec<String> = Vec::new();
-        for ns in targets.iter().filter_map(|t| t.namespace.clone()) {
+        let secret_namespaces = secrets.iter().map(|s| s.namespace.clone());
+        for ns in targets
+            .iter()
+            .filter_map(|t| t.namespace.clone())
+            .chain(secret_namespaces)
+        {
             if declared.contains(&ns) || missing.contains(&ns) {
                 continue;
             }
@@ -207,6 +229,13 @@ impl KubernetesExecutor {
         Ok(targets)
     }
 
+    /// The target of one Secret the Plan writes.
+    async fn secret_target(&self, secret: &SecretObject) -> anyhow::Result<Target> {
+        let mut discovery = Discovery::default();
+        self.target(&mut discovery, secret.object(), &secret.namespace)
+            .await
+    }
+
     async fn dry_run(&self, target: &Target) -> anyhow::Result<Value> {
         let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
         let result = target
@@ -226,11 +255,35 @@ impl KubernetesExecutor {
         Ok(live.map(serde_json::to_value).transpose()?)
     }
 
+    /// Server-side applies each Secret; returns their references (for teardown and the
+    /// `objects` output). Not part of the drift baseline: its data is not compared, so
+    /// it is never reported.
+    async fn apply_secrets(
+        &self,
+        secrets: &[SecretObject],
+        log: &mut String,
+    ) -> anyhow::Result<Vec<Value>> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mut references = Vec::new();
+        for secret in secrets {
+            let target = self.secret_target(secret).await?;
+            // The error names the Secret; the API server's message does not carry data.
+            let result = target
+                .api(&self.client)
+                .patch(&target.name, &params, &Patch::Apply(&target.object))
+                .await
+                .with_context(|| format!("server-side apply of {} failed", secret.describe()))?;
+            log.push_str(&format!("{} serverside-applied\n", secret.describe()));
+            references.push(target.reference(result.metadata.uid.as_deref()));
+        }
+        Ok(references)
+    }
+
     async fn plan_teardown(&self, ctx: &StepContext) -> anyhow::Result<Diff> {
         let mut document = Vec::new();
         for target in self.teardown_targets(ctx).await?.iter().rev() {
             if let Some(live) = self.live(target).await? {
-                document.push(without_managed_fields(live));
+                document.push(without_secret_data(without_managed_fields(live)));
             }
         }
         Ok(Diff {
@@ -262,6 +315,7 @@ impl KubernetesExecutor {
             outputs: [("deleted".to_owned(), Value::Array(deleted))].into(),
             log,
             last_applied: Value::Array(Vec::new()),
+            audit: Default::default(),
         })
     }
 }
@@ -285,7 +339,16 @@ impl Executor for KubernetesExecutor {
             let (mut create, mut change, mut unchanged) = (0, 0, 0);
             let mut document = Vec::new();
             let mut namespaces = Vec::new();
-            for target in self.targets(&ctx.desired).await? {
+            // Secrets are compared here, in memory; the diff policies see never has them.
+            let secrets = secret_objects::secret_objects(ctx)?;
+            let mut stale_secrets = Vec::new();
+            for secret in &secrets {
+                let live = self.live(&self.secret_target(secret).await?).await?;
+                if !secret.is_current(live.as_ref()) {
+                    stale_secrets.push(secret.describe());
+                }
+            }
+            for target in self.targets_with(&ctx.desired, &secrets).await? {
                 let live = self.live(&target).await?;
                 let result = self.dry_run(&target).await?;
                 match live {
@@ -303,10 +366,13 @@ impl Executor for KubernetesExecutor {
             if !namespaces.is_empty() {
                 summary.push_str(&format!("; namespace {} to create", namespaces.join(", ")));
             }
+            if !stale_secrets.is_empty() {
+                summary.push_str(&format!("; {} to write", stale_secrets.join(", ")));
+            }
             Ok(Diff {
                 input: PolicyInput::Kubernetes,
                 summary,
-                changes: create + change > 0 || !namespaces.is_empty(),
+                changes: create + change > 0 || !namespaces.is_empty() || !stale_secrets.is_empty(),
                 document: Value::Array(document),
             })
         })
@@ -325,7 +391,15 @@ impl Executor for KubernetesExecutor {
             let mut references = Vec::new();
             let mut applied = Vec::new();
             let mut log = String::new();
-            for target in self.targets(&ctx.desired).await? {
+            let secrets = secret_objects::secret_objects(ctx)?;
+            let mut secrets_pending = !secrets.is_empty();
+            let mut audit = serde_json::Map::new();
+            for target in self.targets_with(&ctx.desired, &secrets).await? {
+                // Secrets go in once their namespaces exist, before what reads them.
+                if secrets_pending && target.resource.kind != "Namespace" {
+                    secrets_pending = false;
+                    references.extend(self.apply_secrets(&secrets, &mut log).await?);
+                }
                 let result = target
                     .api(&self.client)
                     .patch(&target.name, &params, &Patch::Apply(&target.object))
@@ -340,6 +414,16 @@ impl Executor for KubernetesExecutor {
                 references.push(target.reference(result.metadata.uid.as_deref()));
                 applied.push(normalise(&serde_json::to_value(result)?));
             }
+            if secrets_pending {
+                references.extend(self.apply_secrets(&secrets, &mut log).await?);
+            }
+            if !secrets.is_empty() {
+                let written = secrets.iter().flat_map(SecretObject::audit).collect();
+                audit.insert(
+                    secret_objects::DESIRED_KEY.to_owned(),
+                    Value::Array(written),
+                );
+            }
             write_references(&ctx.work_dir, &references)?;
             let mut outputs = declared_outputs(&ctx.desired);
             outputs.insert(
@@ -350,6 +434,7 @@ impl Executor for KubernetesExecutor {
                 outputs,
                 log,
                 last_applied: Value::Array(applied),
+                audit,
             })
         })
     }
@@ -439,6 +524,23 @@ pub fn normalise(object: &Value) -> Value {
         ] {
             meta.remove(field);
         }
+    }
+    object
+}
+
+/// A Secret the runner wrote without its data (policies read teardown diffs); any other
+/// object as it is.
+fn without_secret_data(mut object: Value) -> Value {
+    let label = format!(
+        "/metadata/labels/{}",
+        secret_objects::MANAGED_BY_LABEL.replace('/', "~1")
+    );
+    if object["kind"] == "Secret"
+        && object.pointer(&label) == Some(&json!("outpost"))
+        && let Some(map) = object.as_object_mut()
+    {
+        map.remove("data");
+        map.remove("stringData");
     }
     object
 }

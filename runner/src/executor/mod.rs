@@ -67,6 +67,9 @@ pub struct Applied {
     pub log: String,
     /// What was applied, normalised: the baseline drift compares live state to.
     pub last_applied: Value,
+    /// More details for the `apply` audit event (never a secret value: the Kubernetes
+    /// executor lists the Secrets it wrote with each value's digest).
+    pub audit: serde_json::Map<String, Value>,
 }
 
 /// One component type's way of planning, applying and observing.

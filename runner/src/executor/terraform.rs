@@ -346,6 +346,7 @@ impl TerraformExecutor {
             outputs: reported_outputs(&outputs),
             log: applied.output,
             last_applied: plan_json::normalised_state(&state["values"]),
+            audit: Default::default(),
         })
     }
 
