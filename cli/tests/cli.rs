@@ -279,7 +279,12 @@ impl Up {
                     }
                 }
                 Err(e) => {
-                    let _ = child.kill();
+                    // Dropping it stops it the way Ctrl-C does, children included.
+                    drop(Up {
+                        child,
+                        printed: Vec::new(),
+                        rest,
+                    });
                     panic!("outpost up not ready ({e}): {printed:#?}");
                 }
             }
