@@ -10,6 +10,10 @@
 //! * Deleting the Install: `teardown` Plans in reverse order, then sandbox `deprovision`,
 //!   then the finalizer goes.
 //!
+//! * An install pinned (`spec.release`) to a release other than the App's current one
+//!   gets no new Plan and keeps its status (condition `ReleasePinned`): only the App's
+//!   current objects can be rendered. A Rollout moves `spec.release` wave by wave.
+//!
 //! Plans are owned by the Install and labelled `outpost.dev/install`.
 
 use std::collections::BTreeMap;
@@ -41,6 +45,11 @@ use crate::template::{InstallOutputs, TemplateContext};
 pub const FINALIZER: &str = "outpost.dev/install";
 /// The label naming a Plan's Install.
 pub const INSTALL_LABEL: &str = "outpost.dev/install";
+/// Condition: a Plan waits for the install's next maintenance window.
+pub const HELD: &str = "Held";
+/// Condition: the install is pinned (`spec.release`) to a release other than the
+/// App's current one, so nothing new is planned for it.
+pub const RELEASE_PINNED: &str = "ReleasePinned";
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +188,14 @@ async fn converge(
         set_status(install, client, InstallPhase::Pending, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
+    let app_release = app.status.as_ref().and_then(|s| s.release.clone());
+    if !deleting
+        && let Some(pinned) = &install.spec.release
+        && app_release.as_ref() != Some(pinned)
+    {
+        hold_on_release(install, client, pinned, app_release.as_deref()).await?;
+        return Ok(Action::requeue(Duration::from_secs(300)));
+    }
     let components = Api::<Component>::namespaced(client.clone(), &namespace)
         .list(&ListParams::default().fields(&format!("spec.app={}", install.spec.app)))
         .await?
@@ -451,7 +468,7 @@ async fn converge(
         }
     }
     let held_condition = held.as_ref().map(|step| Condition {
-        type_: "Held".into(),
+        type_: HELD.into(),
         status: "True".into(),
         reason: "OutsideMaintenanceWindow".into(),
         message: format!("plan {step} waits for the install's next maintenance window"),
@@ -762,24 +779,44 @@ async fn set_status(
     last_plan: Option<String>,
     held: Option<Condition>,
 ) -> Result<(), InstallError> {
+    set_status_with(
+        install,
+        client,
+        phase,
+        components,
+        last_plan,
+        held.into_iter().collect(),
+    )
+    .await
+}
+
+/// Writes the status with `ours`: the conditions this controller owns (`Held`,
+/// `ReleasePinned`) present only while they hold, each keeping its transition time
+/// while its message stays. Other controllers' conditions are kept.
+async fn set_status_with(
+    install: &Install,
+    client: &Client,
+    phase: InstallPhase,
+    components: Vec<ComponentState>,
+    last_plan: Option<String>,
+    ours: Vec<Condition>,
+) -> Result<(), InstallError> {
     let previous = install.status.clone().unwrap_or_default();
-    // Keep other controllers' conditions; ours is `Held`, present only while held
-    // (its transition time kept while it stays).
     let mut conditions: Vec<Condition> = previous
         .conditions
         .iter()
-        .filter(|c| c.type_ != "Held")
+        .filter(|c| c.type_ != HELD && c.type_ != RELEASE_PINNED)
         .cloned()
         .collect();
-    if let Some(mut held) = held {
+    for mut condition in ours {
         if let Some(before) = previous
             .conditions
             .iter()
-            .find(|c| c.type_ == "Held" && c.message == held.message)
+            .find(|c| c.type_ == condition.type_ && c.message == condition.message)
         {
-            held.last_transition_time = before.last_transition_time.clone();
+            condition.last_transition_time = before.last_transition_time.clone();
         }
-        conditions.push(held);
+        conditions.push(condition);
     }
     let status = InstallStatus {
         phase: Some(phase),
@@ -811,6 +848,63 @@ async fn set_status(
         )
         .await?;
     Ok(())
+}
+
+/// An install pinned (`spec.release`) to a release other than the App's current one
+/// stays where it is: the controller renders only the App's current objects, so it
+/// makes no Plan at all (converge, cron or requested) until `spec.release` moves (a
+/// Rollout moves it) or is removed. Its status is kept, with each component's drift
+/// brought up to date, and the `ReleasePinned` condition says why nothing moves.
+async fn hold_on_release(
+    install: &Install,
+    client: &Client,
+    pinned: &str,
+    current: Option<&str>,
+) -> Result<(), InstallError> {
+    let namespace = install.namespace().unwrap_or_default();
+    let previous = install.status.clone().unwrap_or_default();
+    let reports = Api::<DriftReport>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={}", install.name_any())))
+        .await?
+        .items;
+    let drift = crate::drift_controller::component_drift(&reports);
+    let mut components = previous.components.clone();
+    for state in &mut components {
+        if let Some((drift, fields)) = drift.get(&state.name) {
+            state.drift = Some(*drift);
+            state.drifted_fields = Some(*fields);
+        }
+    }
+    let message = match current {
+        Some(current) => format!(
+            "pinned to release {pinned}; the App is at {current}: nothing is planned until spec.release moves (a Rollout moves it) or is removed"
+        ),
+        None => format!(
+            "pinned to release {pinned}; the App has no release yet: nothing is planned until it has this one"
+        ),
+    };
+    let pinned_condition = Condition {
+        type_: RELEASE_PINNED.into(),
+        status: "True".into(),
+        reason: "ReleaseNotCurrent".into(),
+        message,
+        observed_generation: install.metadata.generation,
+        last_transition_time: Time(jiff::Timestamp::now()),
+    };
+    let held = previous
+        .conditions
+        .iter()
+        .find(|c| c.type_ == HELD)
+        .cloned();
+    set_status_with(
+        install,
+        client,
+        previous.phase.unwrap_or(InstallPhase::Pending),
+        components,
+        previous.last_plan.clone(),
+        held.into_iter().chain([pinned_condition]).collect(),
+    )
+    .await
 }
 
 fn error_policy(_: Arc<Install>, err: &InstallError, _: Arc<Context>) -> Action {
