@@ -30,8 +30,8 @@ use kube_client::runtime::watcher;
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
     Action as AppAction, App, Component, ComponentPhase, ComponentState, DriftReport, EntityKind,
-    EntityRef, Install, InstallPhase, InstallStatus, Operation, Plan, PlanPhase, PlanSpec,
-    TriggerKind, content_hash,
+    EntityRef, Install, InstallPhase, InstallStatus, Operation, OperationRole, Plan, PlanPhase,
+    PlanSpec, TriggerKind, content_hash,
 };
 use serde_json::{Value, json};
 
@@ -188,18 +188,31 @@ async fn converge(
         set_status(install, client, InstallPhase::Pending, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
-    let app_release = app.status.as_ref().and_then(|s| s.release.clone());
-    if !deleting
-        && let Some(pinned) = &install.spec.release
-        && app_release.as_ref() != Some(pinned)
-    {
-        hold_on_release(install, client, pinned, app_release.as_deref()).await?;
-        return Ok(Action::requeue(Duration::from_secs(300)));
-    }
+    let mut app = app;
+    let of_app = ListParams::default().fields(&format!("spec.app={}", install.spec.app));
     let components = Api::<Component>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default().fields(&format!("spec.app={}", install.spec.app)))
+        .list(&of_app)
         .await?
         .items;
+    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
+    if let Some(pinned) = &install.spec.release {
+        // The release of the objects just read, not the App's status: the App controller
+        // records a change a moment after it is made, and rendering the new objects under
+        // the old release's name would move a pinned install.
+        let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace)
+            .list(&of_app)
+            .await?
+            .items;
+        let live = crate::app_check::release_hash(&app, &components, &actions, &roles);
+        if !deleting && live != *pinned {
+            hold_on_release(install, client, pinned, &live).await?;
+            return Ok(Action::requeue(Duration::from_secs(300)));
+        }
+        app.status.get_or_insert_default().release = Some(live);
+    }
     let Ok(graph) = ComponentGraph::new(&components) else {
         set_status(install, client, InstallPhase::Degraded, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
@@ -329,10 +342,6 @@ async fn converge(
         steps
     };
 
-    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default().fields(&format!("spec.app={}", install.spec.app)))
-        .await?
-        .items;
     let context = TemplateContext::new(&app, install, &outputs).ok();
     let steps = with_triggers(steps, &actions, context.as_ref());
 
@@ -786,13 +795,15 @@ async fn set_status(
         components,
         last_plan,
         held.into_iter().collect(),
+        None,
     )
     .await
 }
 
 /// Writes the status with `ours`: the conditions this controller owns (`Held`,
 /// `ReleasePinned`) present only while they hold, each keeping its transition time
-/// while its message stays. Other controllers' conditions are kept.
+/// while its message stays. Other controllers' conditions are kept. With `fence`, the
+/// write only applies at that resourceVersion (409 otherwise).
 async fn set_status_with(
     install: &Install,
     client: &Client,
@@ -800,6 +811,7 @@ async fn set_status_with(
     components: Vec<ComponentState>,
     last_plan: Option<String>,
     ours: Vec<Condition>,
+    fence: Option<String>,
 ) -> Result<(), InstallError> {
     let previous = install.status.clone().unwrap_or_default();
     let mut conditions: Vec<Condition> = previous
@@ -844,14 +856,21 @@ async fn set_status_with(
         .patch_status(
             &install.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": body })),
+            &Patch::Merge(match fence {
+                Some(version) => {
+                    json!({ "metadata": {"resourceVersion": version}, "status": body })
+                }
+                None => json!({ "status": body }),
+            }),
         )
         .await?;
     Ok(())
 }
 
-/// An install pinned (`spec.release`) to a release other than the App's current one
-/// stays where it is: the controller renders only the App's current objects, so it
+/// An install pinned (`spec.release`) to a release other than that of the App's
+/// current objects (their `release_hash`, computed here from the objects read, as the
+/// App controller computes `status.release`) stays where it is: the controller renders
+/// only the App's current objects, so it
 /// makes no Plan at all (converge, cron or requested) until `spec.release` moves (a
 /// Rollout moves it) or is removed. Its status is kept, with each component's drift
 /// brought up to date, and the `ReleasePinned` condition says why nothing moves.
@@ -859,7 +878,7 @@ async fn hold_on_release(
     install: &Install,
     client: &Client,
     pinned: &str,
-    current: Option<&str>,
+    current: &str,
 ) -> Result<(), InstallError> {
     let namespace = install.namespace().unwrap_or_default();
     let previous = install.status.clone().unwrap_or_default();
@@ -875,14 +894,9 @@ async fn hold_on_release(
             state.drifted_fields = Some(*fields);
         }
     }
-    let message = match current {
-        Some(current) => format!(
-            "pinned to release {pinned}; the App is at {current}: nothing is planned until spec.release moves (a Rollout moves it) or is removed"
-        ),
-        None => format!(
-            "pinned to release {pinned}; the App has no release yet: nothing is planned until it has this one"
-        ),
-    };
+    let message = format!(
+        "pinned to release {pinned}; the App is at {current}: nothing is planned until spec.release moves (a Rollout moves it) or is removed"
+    );
     let pinned_condition = Condition {
         type_: RELEASE_PINNED.into(),
         status: "True".into(),
@@ -896,6 +910,9 @@ async fn hold_on_release(
         .iter()
         .find(|c| c.type_ == HELD)
         .cloned();
+    // The status is kept, not recomputed: fenced by the resourceVersion it was read at,
+    // so a stale copy of the install (the watch not caught up with this controller's
+    // last write) is never written back; a conflict is retried with the fresh one.
     set_status_with(
         install,
         client,
@@ -903,6 +920,7 @@ async fn hold_on_release(
         components,
         previous.last_plan.clone(),
         held.into_iter().chain([pinned_condition]).collect(),
+        install.resource_version(),
     )
     .await
 }

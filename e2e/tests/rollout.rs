@@ -67,7 +67,11 @@ impl SimulatedRunner {
                 let patch = json!({"metadata": {"resourceVersion": plan.resource_version()},
                                    "status": status});
                 let _ = plans
-                    .patch_status(&plan.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+                    .patch_status(
+                        &plan.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
                     .await;
             }
         });
@@ -90,7 +94,9 @@ impl Drop for SimulatedRunner {
     }
 }
 
+/// The Component first: an App applied before it would first be released without it.
 async fn create_app(client: &kube_client::Client) {
+    set_version(client, "1").await;
     let app = json!({
         "apiVersion": "outpost.dev/v1alpha1", "kind": "App",
         "metadata": {"name": "shop"},
@@ -104,10 +110,12 @@ async fn create_app(client: &kube_client::Client) {
         }
     });
     Api::<App>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &serde_json::from_value(app).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(app).unwrap(),
+        )
         .await
         .unwrap();
-    set_version(client, "1").await;
 }
 
 /// Creates or changes component `web`, whose manifest carries `version`: each version
@@ -143,21 +151,22 @@ async fn release_after(apps: &Api<App>, previous: Option<&str>) -> String {
 /// they all agree.
 fn deployed_release(install: &Install) -> Option<String> {
     let status = install.status.as_ref()?;
-    let releases: BTreeSet<Option<String>> =
-        status.components.iter().map(|c| c.release.clone()).collect();
-    match (status.phase, releases.into_iter().collect::<Vec<_>>().as_slice()) {
+    let releases: BTreeSet<Option<String>> = status
+        .components
+        .iter()
+        .map(|c| c.release.clone())
+        .collect();
+    match (
+        status.phase,
+        releases.into_iter().collect::<Vec<_>>().as_slice(),
+    ) {
         (Some(outpost_api::InstallPhase::Active), [Some(release)]) => Some(release.clone()),
         _ => None,
     }
 }
 
 async fn rollout_status(rollouts: &Api<Rollout>, name: &str) -> outpost_api::RolloutStatus {
-    rollouts
-        .get(name)
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default()
+    rollouts.get(name).await.unwrap().status.unwrap_or_default()
 }
 
 /// `outpost ARGS...` as the admin; panics unless it succeeds. Returns standard error.
@@ -220,18 +229,25 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
                      "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}},
         });
         installs
-            .create(&PostParams::default(), &serde_json::from_value(install).unwrap())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(install).unwrap(),
+            )
             .await
             .unwrap();
     }
     let all: Vec<&str> = INSTALLS.iter().map(|(n, _)| *n).collect();
-    eventually(60, "every install Active on the first release", async || {
-        for name in &all {
-            let install = installs.get(name).await.ok()?;
-            (deployed_release(&install).as_deref() == Some(first.as_str())).then_some(())?;
-        }
-        Some(())
-    })
+    eventually(
+        60,
+        "every install Active on the first release",
+        async || {
+            for name in &all {
+                let install = installs.get(name).await.ok()?;
+                (deployed_release(&install).as_deref() == Some(first.as_str())).then_some(())?;
+            }
+            Some(())
+        },
+    )
     .await;
 
     // A new release: pinned installs stay where they are and say why.
@@ -268,7 +284,10 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
                  "orderBy": "ring", "waveSize": 2},
     });
     rollouts
-        .create(&PostParams::default(), &serde_json::from_value(rollout).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(rollout).unwrap(),
+        )
         .await
         .unwrap();
     let halted = eventually(60, "the rollout Halted", async || {
@@ -277,9 +296,17 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
     })
     .await;
     let halt = halted.halt.clone().expect("a halt is recorded");
-    assert_eq!((halt.wave, halt.reason.as_str()), (1, "WaveFailed"), "{halt:?}");
+    assert_eq!(
+        (halt.wave, halt.reason.as_str()),
+        (1, "WaveFailed"),
+        "{halt:?}"
+    );
     assert_eq!(halt.installs, ["d"]);
-    assert!(halt.message.contains("simulated failure"), "{}", halt.message);
+    assert!(
+        halt.message.contains("simulated failure"),
+        "{}",
+        halt.message
+    );
     let waves: Vec<Vec<String>> = halted.waves.iter().map(|w| w.installs.clone()).collect();
     assert_eq!(
         waves,
@@ -341,7 +368,10 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
     on_release(&installs, &["a", "b", "c", "d", "e", "f"], &second).await;
     on_release(&installs, &["z"], &first).await;
     let shown = outpost(&cp, &["rollout", "status", "second"]);
-    assert!(shown.contains("Completed, wave 3/3, 6/6 installs"), "{shown}");
+    assert!(
+        shown.contains("Completed, wave 3/3, 6/6 installs"),
+        "{shown}"
+    );
 
     // A third release, rolled out with a pause between waves, aborted after wave 1:
     // the installs it had not moved stay on the second release.
@@ -354,7 +384,10 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
                  "orderBy": "ring", "waveSize": "33%", "pauseSeconds": 4},
     });
     rollouts
-        .create(&PostParams::default(), &serde_json::from_value(rollout).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(rollout).unwrap(),
+        )
         .await
         .unwrap();
     eventually(60, "wave 1 of the third rollout completed", async || {
