@@ -123,25 +123,42 @@ async fn set_spec(
         .await?)
 }
 
-/// Clears `status.halt`, fenced by the resourceVersion read.
+/// Clears `status.halt`, fenced by the resourceVersion read: a write of the controller
+/// in between (it records progress as installs move) is a conflict, and the halt is
+/// read and cleared again, a few times.
 async fn clear_halt(args: &RolloutArgs, rollout: &Rollout) -> anyhow::Result<Rollout> {
-    let (api, _) = api(args).await?;
-    let patch = json!({
-        "metadata": {"resourceVersion": rollout.resource_version()},
-        "status": {"halt": null},
-    });
-    match api
-        .patch_status(&args.name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(rollout) => Ok(rollout),
-        Err(kube_client::Error::Api(e)) if e.code == 409 => anyhow::bail!(
-            "rollout {} changed while resuming (the controller just updated it): run `outpost rollout resume {}` again",
-            args.name,
-            args.name
-        ),
-        Err(err) => Err(err.into()),
+    let (api, namespace) = api(args).await?;
+    let mut rollout = rollout.clone();
+    for _ in 0..10 {
+        if rollout
+            .status
+            .as_ref()
+            .and_then(|s| s.halt.as_ref())
+            .is_none()
+        {
+            return Ok(rollout);
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": rollout.resource_version()},
+            "status": {"halt": null},
+        });
+        match api
+            .patch_status(&args.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(cleared) => return Ok(cleared),
+            Err(kube_client::Error::Api(e)) if e.code == 409 => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                rollout = get(&api, &namespace, &args.name).await?;
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
+    anyhow::bail!(
+        "rollout {} kept changing while resuming (the controller updates it as installs move): run `outpost rollout resume {}` again",
+        args.name,
+        args.name
+    )
 }
 
 /// Prints the rollout: a line for it, then one row per wave.

@@ -275,6 +275,32 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
         .count();
     assert_eq!(planned_second, 0, "nothing is planned for a pinned install");
 
+    // A malformed Rollout is refused with every cause.
+    let bad = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "bad"},
+        "spec": {"app": "shop", "waveSize": "half", "orderBy": "-ring"},
+    });
+    let refused = rollouts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bad).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let kube_client::Error::Api(status) = refused else {
+        panic!("not an API error: {refused:?}")
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (422, "Invalid"),
+        "{status:?}"
+    );
+    assert!(
+        status.message.contains("spec.waveSize") && status.message.contains("spec.orderBy"),
+        "{status:?}"
+    );
+
     // Install d (wave 1) fails every Plan: the rollout halts before wave 2.
     runner.fail("d", true);
     let rollout = json!({
@@ -381,7 +407,7 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
         "apiVersion": "outpost.dev/v1alpha1", "kind": "Rollout",
         "metadata": {"name": "third"},
         "spec": {"app": "shop", "selector": {"matchLabels": {"fleet": "yes"}},
-                 "orderBy": "ring", "waveSize": "33%", "pauseSeconds": 4},
+                 "orderBy": "ring", "waveSize": "33%", "pauseSeconds": 4, "paused": true},
     });
     rollouts
         .create(
@@ -390,6 +416,17 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
         )
         .await
         .unwrap();
+    // Created paused: no wave starts until resumed.
+    let paused = eventually(30, "the third rollout Paused", async || {
+        let status = rollouts.get("third").await.ok()?.status?;
+        (status.phase == Some(RolloutPhase::Paused)).then_some(status)
+    })
+    .await;
+    assert_eq!(paused.waves.len(), 3);
+    assert!(paused.waves.iter().all(|w| w.started_at.is_none()));
+    on_release(&installs, &["b", "d"], &second).await;
+    let said = outpost(&cp, &["rollout", "resume", "third"]);
+    assert!(said.contains("rollout third resumed"), "{said}");
     eventually(60, "wave 1 of the third rollout completed", async || {
         let status = rollouts.get("third").await.ok()?.status?;
         status.waves.first()?.completed_at.as_ref().map(|_| ())
