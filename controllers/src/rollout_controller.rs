@@ -11,7 +11,9 @@
 //!   it; the rollout then halts again if the reason still holds. Status writes are
 //!   fenced by the resourceVersion so they never undo a resume.
 //! * `spec.paused` starts no new wave; `spec.aborted` stops for good. Neither touches
-//!   installs already moved.
+//!   installs already moved. A `Completed` or `Aborted` rollout is not looked at again
+//!   (its counts are those of when it finished).
+//! * Deleting a Rollout leaves every install's `spec.release` as it is.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -75,6 +77,15 @@ async fn reconcile(rollout: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, R
     let client = &ctx.client;
     let spec = &rollout.spec;
     let previous = rollout.status.clone().unwrap_or_default();
+    // Finished rollouts are left alone (every install change would otherwise recount them).
+    let finished = match previous.phase {
+        Some(RolloutPhase::Completed) => true,
+        Some(RolloutPhase::Aborted) => spec.aborted,
+        _ => false,
+    };
+    if finished {
+        return Ok(Action::await_change());
+    }
     let mut status = RolloutStatus {
         observed_generation: rollout.metadata.generation,
         ..previous.clone()
