@@ -212,7 +212,8 @@ pub struct WaveStatus {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Halt {
-    /// The wave that halted it (1-based).
+    /// The wave that halted it (1-based); for `ReleaseSuperseded`, the last wave
+    /// started (0 when none had).
     pub wave: u32,
     /// `WaveFailed` or `ReleaseSuperseded`.
     pub reason: String,

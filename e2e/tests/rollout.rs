@@ -456,4 +456,32 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
         String::from_utf8_lossy(&refused.stderr).contains("was aborted"),
         "{refused:?}"
     );
+
+    // A rollout of a release the App has moved past cannot render it: it halts before
+    // moving anything.
+    let rollout = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "back"},
+        "spec": {"app": "shop", "release": second, "selector": {"matchLabels": {"fleet": "yes"}},
+                 "orderBy": "ring", "waveSize": 2},
+    });
+    rollouts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(rollout).unwrap(),
+        )
+        .await
+        .unwrap();
+    let halt = eventually(30, "the rollout of an old release halted", async || {
+        rollout_status(&rollouts, "back").await.halt
+    })
+    .await;
+    assert_eq!(halt.reason, "ReleaseSuperseded", "{halt:?}");
+    assert!(halt.message.contains(&third), "{}", halt.message);
+    let back = rollout_status(&rollouts, "back").await;
+    assert!(
+        back.waves.iter().all(|w| w.started_at.is_none()),
+        "{back:?}"
+    );
+    on_release(&installs, &["b", "d"], &third).await;
 }
