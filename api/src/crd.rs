@@ -2,7 +2,7 @@
 
 use crate::{
     Action, App, AuditEvent, Component, DriftReport, Install, InstallStack, OperationRole, Plan,
-    Policy, Runner,
+    Policy, Rollout, Runner,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -26,5 +26,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Plan::crd(),
         DriftReport::crd(),
         AuditEvent::crd(),
+        Rollout::crd(),
     ]
 }

@@ -56,7 +56,9 @@ pub struct InstallSpec {
     /// Whether Plans need approval; `prompt` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_mode: Option<ApprovalMode>,
-    /// App release (content hash) to stay on; the App's latest when omitted.
+    /// App release (content hash) to stay on; the App's latest when omitted. While the
+    /// App's objects are at another release nothing is planned for the install
+    /// (condition `ReleasePinned`); a `Rollout` moves it wave by wave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
     /// Operator requests for one-off Plans (`outpost deploy`, `outpost trigger`): the

@@ -170,6 +170,7 @@ fn every_kind_has_the_expected_crd() {
         ("Plan", "plans", true, "pl"),
         ("DriftReport", "driftreports", false, "drift"),
         ("AuditEvent", "auditevents", false, "audit"),
+        ("Rollout", "rollouts", true, "ro"),
     ];
     assert_eq!(outpost_api::crds().len(), expected.len());
     for (kind, plural, has_status, short) in expected {

@@ -22,6 +22,7 @@ pub fn validator(kind: &str) -> Option<fn(&Value) -> Vec<FieldError>> {
         "Plan" => typed::<k::Plan>,
         "DriftReport" => typed::<k::DriftReport>,
         "AuditEvent" => typed::<k::AuditEvent>,
+        "Rollout" => typed::<k::Rollout>,
         _ => return None,
     })
 }

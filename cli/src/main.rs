@@ -16,6 +16,7 @@ mod manifests;
 mod output;
 mod policy;
 mod request;
+mod rollout;
 mod runner;
 mod server;
 mod stack;
@@ -105,6 +106,15 @@ enum Command {
     /// (naming the failed Plan) or after `--timeout`. Plans awaiting approval are named
     /// with the command that approves them.
     Wait(wait::WaitArgs),
+    /// Steer a Rollout (a release moved across installs in waves): pause, resume, abort,
+    /// or show its waves.
+    ///
+    /// A Rollout sets each install's `spec.release` wave by wave (waves ordered by a
+    /// label such as `ring`, `spec.waveSize` installs each, `spec.pauseSeconds` apart) and
+    /// halts by itself when a wave has more failed or policy-denied installs than
+    /// `spec.maxFailures`. Installs not moved yet stay on their release.
+    #[command(subcommand)]
+    Rollout(rollout::RolloutCommand),
 }
 
 #[tokio::main]
@@ -168,6 +178,10 @@ async fn main() -> anyhow::Result<ExitCode> {
             .map(|()| ExitCode::SUCCESS)
             .map_err(client::explain),
         Command::Wait(args) => wait::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(client::explain),
+        Command::Rollout(command) => rollout::run(command)
             .await
             .map(|()| ExitCode::SUCCESS)
             .map_err(client::explain),

@@ -10,6 +10,10 @@
 //! * Deleting the Install: `teardown` Plans in reverse order, then sandbox `deprovision`,
 //!   then the finalizer goes.
 //!
+//! * An install pinned (`spec.release`) to a release other than the App's current one
+//!   gets no new Plan and keeps its status (condition `ReleasePinned`): only the App's
+//!   current objects can be rendered. A Rollout moves `spec.release` wave by wave.
+//!
 //! Plans are owned by the Install and labelled `outpost.dev/install`.
 
 use std::collections::BTreeMap;
@@ -26,8 +30,8 @@ use kube_client::runtime::watcher;
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
     Action as AppAction, App, Component, ComponentPhase, ComponentState, DriftReport, EntityKind,
-    EntityRef, Install, InstallPhase, InstallStatus, Operation, Plan, PlanPhase, PlanSpec,
-    TriggerKind, content_hash,
+    EntityRef, Install, InstallPhase, InstallStatus, Operation, OperationRole, Plan, PlanPhase,
+    PlanSpec, TriggerKind, content_hash,
 };
 use serde_json::{Value, json};
 
@@ -41,6 +45,11 @@ use crate::template::{InstallOutputs, TemplateContext};
 pub const FINALIZER: &str = "outpost.dev/install";
 /// The label naming a Plan's Install.
 pub const INSTALL_LABEL: &str = "outpost.dev/install";
+/// Condition: a Plan waits for the install's next maintenance window.
+pub const HELD: &str = "Held";
+/// Condition: the install is pinned (`spec.release`) to a release other than the
+/// App's current one, so nothing new is planned for it.
+pub const RELEASE_PINNED: &str = "ReleasePinned";
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -179,10 +188,31 @@ async fn converge(
         set_status(install, client, InstallPhase::Pending, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
+    let mut app = app;
+    let of_app = ListParams::default().fields(&format!("spec.app={}", install.spec.app));
     let components = Api::<Component>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default().fields(&format!("spec.app={}", install.spec.app)))
+        .list(&of_app)
         .await?
         .items;
+    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
+    if let Some(pinned) = &install.spec.release {
+        // The release of the objects just read, not the App's status: the App controller
+        // records a change a moment after it is made, and rendering the new objects under
+        // the old release's name would move a pinned install.
+        let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace)
+            .list(&of_app)
+            .await?
+            .items;
+        let live = crate::app_check::release_hash(&app, &components, &actions, &roles);
+        if !deleting && live != *pinned {
+            hold_on_release(install, client, pinned, &live).await?;
+            return Ok(Action::requeue(Duration::from_secs(300)));
+        }
+        app.status.get_or_insert_default().release = Some(live);
+    }
     let Ok(graph) = ComponentGraph::new(&components) else {
         set_status(install, client, InstallPhase::Degraded, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
@@ -312,10 +342,6 @@ async fn converge(
         steps
     };
 
-    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default().fields(&format!("spec.app={}", install.spec.app)))
-        .await?
-        .items;
     let context = TemplateContext::new(&app, install, &outputs).ok();
     let steps = with_triggers(steps, &actions, context.as_ref());
 
@@ -451,7 +477,7 @@ async fn converge(
         }
     }
     let held_condition = held.as_ref().map(|step| Condition {
-        type_: "Held".into(),
+        type_: HELD.into(),
         status: "True".into(),
         reason: "OutsideMaintenanceWindow".into(),
         message: format!("plan {step} waits for the install's next maintenance window"),
@@ -762,24 +788,47 @@ async fn set_status(
     last_plan: Option<String>,
     held: Option<Condition>,
 ) -> Result<(), InstallError> {
+    set_status_with(
+        install,
+        client,
+        phase,
+        components,
+        last_plan,
+        held.into_iter().collect(),
+        None,
+    )
+    .await
+}
+
+/// Writes the status with `ours`: the conditions this controller owns (`Held`,
+/// `ReleasePinned`) present only while they hold, each keeping its transition time
+/// while its message stays. Other controllers' conditions are kept. With `fence`, the
+/// write only applies at that resourceVersion (409 otherwise).
+async fn set_status_with(
+    install: &Install,
+    client: &Client,
+    phase: InstallPhase,
+    components: Vec<ComponentState>,
+    last_plan: Option<String>,
+    ours: Vec<Condition>,
+    fence: Option<String>,
+) -> Result<(), InstallError> {
     let previous = install.status.clone().unwrap_or_default();
-    // Keep other controllers' conditions; ours is `Held`, present only while held
-    // (its transition time kept while it stays).
     let mut conditions: Vec<Condition> = previous
         .conditions
         .iter()
-        .filter(|c| c.type_ != "Held")
+        .filter(|c| c.type_ != HELD && c.type_ != RELEASE_PINNED)
         .cloned()
         .collect();
-    if let Some(mut held) = held {
+    for mut condition in ours {
         if let Some(before) = previous
             .conditions
             .iter()
-            .find(|c| c.type_ == "Held" && c.message == held.message)
+            .find(|c| c.type_ == condition.type_ && c.message == condition.message)
         {
-            held.last_transition_time = before.last_transition_time.clone();
+            condition.last_transition_time = before.last_transition_time.clone();
         }
-        conditions.push(held);
+        conditions.push(condition);
     }
     let status = InstallStatus {
         phase: Some(phase),
@@ -807,10 +856,73 @@ async fn set_status(
         .patch_status(
             &install.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": body })),
+            &Patch::Merge(match fence {
+                Some(version) => {
+                    json!({ "metadata": {"resourceVersion": version}, "status": body })
+                }
+                None => json!({ "status": body }),
+            }),
         )
         .await?;
     Ok(())
+}
+
+/// An install pinned (`spec.release`) to a release other than that of the App's
+/// current objects (their `release_hash`, computed here from the objects read, as the
+/// App controller computes `status.release`) stays where it is: the controller renders
+/// only the App's current objects, so it
+/// makes no Plan at all (converge, cron or requested) until `spec.release` moves (a
+/// Rollout moves it) or is removed. Its status is kept, with each component's drift
+/// brought up to date, and the `ReleasePinned` condition says why nothing moves.
+async fn hold_on_release(
+    install: &Install,
+    client: &Client,
+    pinned: &str,
+    current: &str,
+) -> Result<(), InstallError> {
+    let namespace = install.namespace().unwrap_or_default();
+    let previous = install.status.clone().unwrap_or_default();
+    let reports = Api::<DriftReport>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={}", install.name_any())))
+        .await?
+        .items;
+    let drift = crate::drift_controller::component_drift(&reports);
+    let mut components = previous.components.clone();
+    for state in &mut components {
+        if let Some((drift, fields)) = drift.get(&state.name) {
+            state.drift = Some(*drift);
+            state.drifted_fields = Some(*fields);
+        }
+    }
+    let message = format!(
+        "pinned to release {pinned}; the App is at {current}: nothing is planned until spec.release moves (a Rollout moves it) or is removed"
+    );
+    let pinned_condition = Condition {
+        type_: RELEASE_PINNED.into(),
+        status: "True".into(),
+        reason: "ReleaseNotCurrent".into(),
+        message,
+        observed_generation: install.metadata.generation,
+        last_transition_time: Time(jiff::Timestamp::now()),
+    };
+    let held = previous
+        .conditions
+        .iter()
+        .find(|c| c.type_ == HELD)
+        .cloned();
+    // The status is kept, not recomputed: fenced by the resourceVersion it was read at,
+    // so a stale copy of the install (the watch not caught up with this controller's
+    // last write) is never written back; a conflict is retried with the fresh one.
+    set_status_with(
+        install,
+        client,
+        previous.phase.unwrap_or(InstallPhase::Pending),
+        components,
+        previous.last_plan.clone(),
+        held.into_iter().chain([pinned_condition]).collect(),
+        install.resource_version(),
+    )
+    .await
 }
 
 fn error_policy(_: Arc<Install>, err: &InstallError, _: Arc<Context>) -> Action {

@@ -19,6 +19,8 @@ pub mod plan_index;
 pub mod plan_policies;
 pub mod reference;
 pub mod role_chain;
+pub mod rollout_controller;
+pub mod rollout_waves;
 pub mod run;
 pub mod template;
 

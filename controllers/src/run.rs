@@ -65,6 +65,7 @@ pub fn all_controllers(public_url: String) -> Start {
                 crate::plan_gate::run(client.clone(), policies),
                 crate::install_controller::run(client.clone()),
                 crate::drift_controller::run(client.clone()),
+                crate::rollout_controller::run(client.clone()),
                 crate::install_stack_controller::run(client, stack_options),
             );
         })
