@@ -35,7 +35,7 @@ fn names(cluster: &ControlPlane, kind: &str, namespace: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_owned).collect()
 }
 
-fn container<'a>(workload: &'a Value) -> &'a Value {
+fn container(workload: &Value) -> &Value {
     &workload["spec"]["template"]["spec"]["containers"][0]
 }
 
