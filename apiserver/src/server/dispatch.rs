@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
-use super::{discovery, list, objects, runner_token, watch, write};
+use super::{discovery, fence, list, objects, runner_token, watch, write};
 use crate::auth::{Access, RunnerToken, User, object_forbidden};
 use crate::object_meta::from_store;
 use crate::request::{RequestInfo, ResourceRequest, Verb};
@@ -163,6 +163,9 @@ async fn answer(
     };
     if call.request.subresource.as_deref() == Some("token") {
         return runner_token::mint(&call).await;
+    }
+    if !matches!(call.request.verb, Verb::Get | Verb::List | Verb::Watch) {
+        fence::check(&call).await?;
     }
     match call.request.verb {
         Verb::Get => objects::get(&call).await,
