@@ -19,6 +19,7 @@ pub mod condition;
 pub mod crd;
 pub mod drift;
 pub mod drift_report;
+pub mod fence;
 pub mod hash;
 pub mod input;
 pub mod install;

@@ -12,7 +12,8 @@
 use crate::registry::{PrinterColumn, ResourceType};
 
 /// The served kinds: core `v1` ConfigMap, Secret, Service and Namespace (cluster
-/// scoped), `apps/v1` Deployment and StatefulSet, `networking.k8s.io/v1` Ingress.
+/// scoped), `apps/v1` Deployment and StatefulSet, `networking.k8s.io/v1` Ingress,
+/// `policy/v1` PodDisruptionBudget (what the Helm chart in `charts/outpost/` installs).
 pub fn kinds() -> Vec<ResourceType> {
     let kind = |group: &str, kind: &str, plural: &str, namespaced: bool, short: &[&str]| {
         let mut rt = ResourceType::schemaless(group, "v1", kind, plural, namespaced);
@@ -35,6 +36,13 @@ pub fn kinds() -> Vec<ResourceType> {
         kind("apps", "Deployment", "deployments", true, &["deploy"]),
         kind("apps", "StatefulSet", "statefulsets", true, &["sts"]),
         kind("networking.k8s.io", "Ingress", "ingresses", true, &["ing"]),
+        kind(
+            "policy",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            &["pdb"],
+        ),
     ]
 }
 

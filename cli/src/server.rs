@@ -34,10 +34,11 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = 10)]
     watch_bookmark_seconds: u64,
     /// Also serve the common Kubernetes kinds (core v1 ConfigMap, Secret, Service,
-    /// Namespace; apps/v1 Deployment, StatefulSet; networking.k8s.io/v1 Ingress) as
-    /// schemaless objects: a stand-in cluster for the runner's kubernetes_manifest
-    /// components in tests and `outpost up`. API only: objects are stored, patched,
-    /// applied and watched, but nothing runs them (no pods, no rollouts, no addresses).
+    /// Namespace; apps/v1 Deployment, StatefulSet; networking.k8s.io/v1 Ingress;
+    /// policy/v1 PodDisruptionBudget) as schemaless objects: a stand-in cluster for the
+    /// runner's kubernetes_manifest components in tests and `outpost up`. API only:
+    /// objects are stored, patched, applied and watched, but nothing runs them (no pods,
+    /// no rollouts, no addresses).
     #[arg(long)]
     standin_cluster: bool,
 }

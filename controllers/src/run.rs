@@ -27,7 +27,7 @@ pub async fn run_while_leader(
         match (&role, running.is_some()) {
             (Ok(Role::Leader), false) => {
                 tracing::info!(identity = %election.identity, "became leader; starting controllers");
-                running = Some(tokio::spawn(start(client.clone())));
+                running = Some(tokio::spawn(start(election.fenced(client.clone()))));
             }
             (Ok(Role::Follower), true) | (Err(_), true) => {
                 tracing::warn!(identity = %election.identity, "lost leadership; stopping controllers");

@@ -266,17 +266,33 @@ impl ControlPlane {
 
     /// A kube-rs client as `token`'s user.
     pub async fn client_as(&self, token: &str) -> kube_client::Client {
+        kube_client::Client::try_from(self.client_config_as(token).await).expect("client")
+    }
+
+    /// The kube-rs client configuration of `token`'s user.
+    pub(crate) async fn client_config_as(&self, token: &str) -> kube_client::Config {
         let file =
             kube_client::config::Kubeconfig::read_from(self.kubeconfig(token)).expect("kubeconfig");
-        let config = kube_client::Config::from_custom_kubeconfig(file, &Default::default())
+        kube_client::Config::from_custom_kubeconfig(file, &Default::default())
             .await
-            .expect("client config");
-        kube_client::Client::try_from(config).expect("client")
+            .expect("client config")
     }
 
     /// A kube-rs client as the admin.
     pub async fn client(&self) -> kube_client::Client {
         self.client_as(&self.admin_token).await
+    }
+
+    /// Stops (SIGKILL) and removes the control plane's etcd, leaving the server running
+    /// cut off from its store.
+    ///
+    /// # Panics
+    /// If the control plane does not run on etcd.
+    pub fn stop_etcd(&mut self) {
+        assert!(
+            self._etcd.take().is_some(),
+            "stop_etcd needs a control plane on Backend::Etcd"
+        );
     }
 
     /// The etcd endpoint, when the control plane runs on etcd.

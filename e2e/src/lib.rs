@@ -2,9 +2,10 @@
 //! the embedded store or on a throwaway etcd, with TLS and a token file, and talk to it
 //! with the machine's `kubectl` or a kube-rs client; run OCI registries
 //! (`docker-registry`) with a test image in them; record every API response a test's
-//! clients get ([`RecordingProxy`]).
+//! clients get ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]).
 
 mod cluster;
+pub mod helm;
 mod kubectl;
 mod raw;
 mod recording;

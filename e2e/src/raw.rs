@@ -19,16 +19,20 @@ pub struct Reply {
 
 impl ControlPlane {
     async fn raw_client(&self, token: Option<&str>) -> kube_client::Client {
-        match token {
-            Some(token) => self.client_as(token).await,
+        let mut config = match token {
+            Some(token) => self.client_config_as(token).await,
             None => {
                 let mut config = kube_client::Config::new(self.url.parse().expect("URL"));
                 let pem = std::fs::read(&self.tls.ca).expect("CA");
                 let der = pem_to_der(&pem);
                 config.root_cert = Some(vec![der]);
-                kube_client::Client::try_from(config).expect("client")
+                config
             }
-        }
+        };
+        // Every answer reaches the test as the server sent it: kube-client would otherwise
+        // retry 429, 503 and 504 for minutes.
+        config.default_retry = false;
+        kube_client::Client::try_from(config).expect("client")
     }
 
     /// Sends one request as `token`'s user (or with no credentials).

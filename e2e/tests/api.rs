@@ -722,3 +722,23 @@ async fn paged_lists(backend: Backend) {
         "continues after the first page's last key"
     );
 }
+
+/// `/readyz` asks the store: it turns 503 (naming the store) once etcd is gone, while
+/// `/livez` stays 200, so a replica cut off from etcd leaves its Service and is not
+/// restarted. The Helm chart's readiness probe is this endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_store() {
+    let mut cp = ControlPlane::start(Backend::Etcd).await;
+    let ready = cp.raw(None, "GET", "/readyz", &[], "").await;
+    assert_eq!((ready.status, ready.text.as_str()), (200, "ok"));
+
+    cp.stop_etcd();
+    let down = outpost_e2e::eventually(20, "/readyz to fail without etcd", async || {
+        let reply = cp.raw(None, "GET", "/readyz", &[], "").await;
+        (reply.status != 200).then_some(reply)
+    })
+    .await;
+    assert_eq!(down.status, 503, "{}", down.text);
+    assert!(down.text.contains("[-]store failed"), "{}", down.text);
+    assert_eq!(cp.raw(None, "GET", "/livez", &[], "").await.status, 200);
+}

@@ -2,14 +2,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Query, Request};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
-use super::{discovery, list, objects, runner_token, watch, write};
+use super::{discovery, fence, list, objects, runner_token, watch, write};
 use crate::auth::{Access, RunnerToken, User, object_forbidden};
 use crate::object_meta::from_store;
 use crate::request::{RequestInfo, ResourceRequest, Verb};
@@ -108,7 +108,8 @@ async fn answer(
     let path = request.uri().path().trim_end_matches('/').to_owned();
     // Health and version need no credentials, as with kube-apiserver's default RBAC.
     match path.as_str() {
-        "/healthz" | "/livez" | "/readyz" => return Ok((StatusCode::OK, "ok").into_response()),
+        "/healthz" | "/livez" => return Ok((StatusCode::OK, "ok").into_response()),
+        "/readyz" => return Ok(readyz(state).await),
         "/version" => return Ok(discovery::version()),
         _ => {}
     }
@@ -163,6 +164,9 @@ async fn answer(
     if call.request.subresource.as_deref() == Some("token") {
         return runner_token::mint(&call).await;
     }
+    if !matches!(call.request.verb, Verb::Get | Verb::List | Verb::Watch) {
+        fence::check(&call).await?;
+    }
     match call.request.verb {
         Verb::Get => objects::get(&call).await,
         Verb::List => list::list(&call).await,
@@ -178,6 +182,27 @@ async fn answer(
         Verb::Delete => objects::delete(&call, body).await,
         Verb::DeleteCollection => objects::delete_collection(&call).await,
     }
+}
+
+/// How long `/readyz` waits for the store before it calls it down; below the Helm
+/// chart's probe timeout (3 s), so the probe gets an answer rather than a timeout.
+const STORE_READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `/readyz`: ready while the store answers a read, as kube-apiserver's readiness
+/// includes etcd. `/livez` stays `ok` meanwhile: a server cut off from its store is
+/// taken out of its Service, not restarted.
+async fn readyz(state: &ServerState) -> Response {
+    let failure =
+        match tokio::time::timeout(STORE_READY_TIMEOUT, state.store.current_revision()).await {
+            Ok(Ok(_)) => return (StatusCode::OK, "ok").into_response(),
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => format!("no answer within {} s", STORE_READY_TIMEOUT.as_secs_f32()),
+        };
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("[-]store failed: {failure}\nreadyz check failed\n"),
+    )
+        .into_response()
 }
 
 /// The user of the bearer token: from the token file, or a runner token checked

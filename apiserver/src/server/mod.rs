@@ -8,6 +8,7 @@ mod bench;
 mod body;
 mod discovery;
 mod dispatch;
+mod fence;
 mod list;
 mod metrics;
 mod objects;

@@ -1,0 +1,173 @@
+//! Helm 4 through helm-sdkpy, a Python binding that embeds Helm's Go library (`./x deps`
+//! installs it into `.venv/`): lint a chart, and install one into a stand-in cluster
+//! ([`ControlPlane::start_standin_cluster`]) to see what it renders and creates.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::ControlPlane;
+
+/// What the Python side does with one request (JSON in `argv[1]`, JSON out on stdout).
+const DRIVER: &str = r#"
+import asyncio, json, sys
+try:
+    import helm_sdkpy as helm
+except ImportError as err:
+    print(json.dumps({"missing": str(err)}))
+    sys.exit(0)
+
+request = json.loads(sys.argv[1])
+
+async def main():
+    if request["action"] == "version":
+        return {"version": helm.get_version()}
+    if request["action"] == "lint":
+        result = await helm.Lint(helm.Configuration()).run(request["chart"])
+        return {
+            "linted": result["TotalChartsLinted"],
+            "messages": [
+                {"severity": m["Severity"], "path": m["Path"]}
+                for m in result["Messages"] or []
+            ],
+        }
+    config = helm.Configuration(namespace=request["namespace"], kubeconfig=request["kubeconfig"])
+    try:
+        release = await helm.Install(config).run(
+            request["release"], request["chart"], values=request["values"], wait=False, timeout=60
+        )
+    except helm.HelmError as err:
+        return {"error": str(err)}
+    return {"manifest": release["manifest"], "notes": release["info"].get("notes", "")}
+
+print(json.dumps(asyncio.run(main())))
+"#;
+
+/// Helm's lint severities (`pkg/lint/support`): info, warning, error.
+pub const LINT_INFO: u64 = 1;
+/// A lint warning: `helm lint --strict` fails on it.
+pub const LINT_WARNING: u64 = 2;
+/// A lint error.
+pub const LINT_ERROR: u64 = 3;
+
+/// One message of `helm lint`. helm-sdkpy keeps Helm's severity and the file it is
+/// about; the message's text does not survive its JSON encoding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LintMessage {
+    /// [`LINT_INFO`], [`LINT_WARNING`] or [`LINT_ERROR`].
+    pub severity: u64,
+    /// The file or directory, relative to the chart (`values.yaml`, `templates/`).
+    pub path: String,
+}
+
+/// A release Helm installed: what it rendered.
+#[derive(Clone, Debug)]
+pub struct Release {
+    /// Every rendered object, as one multi-document YAML stream.
+    pub manifest: String,
+    /// The rendered `NOTES.txt`.
+    pub notes: String,
+}
+
+/// Helm 4, run through the Python that has helm-sdkpy.
+pub struct Helm {
+    python: PathBuf,
+}
+
+/// The repository's Helm chart, `charts/outpost/`.
+pub fn outpost_chart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/outpost")
+}
+
+impl Helm {
+    /// The Python in `OUTPOST_HELM_PYTHON` (set by `./x`), else the repository's
+    /// `.venv/bin/python`.
+    ///
+    /// # Panics
+    /// If neither exists or it cannot import helm_sdkpy: run `./x deps`.
+    pub fn find() -> Helm {
+        let python = std::env::var_os("OUTPOST_HELM_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python")
+            });
+        assert!(
+            python.exists(),
+            "{} not found: the Helm tests need helm-sdkpy; run `./x deps` (or set OUTPOST_HELM_PYTHON)",
+            python.display()
+        );
+        let helm = Helm { python };
+        let version = helm.call(&json!({"action": "version"}));
+        if let Some(missing) = version.get("missing") {
+            panic!(
+                "{} cannot import helm_sdkpy ({missing}): run `./x deps`",
+                helm.python.display()
+            );
+        }
+        helm
+    }
+
+    /// `helm lint CHART`: Helm's messages (a clean chart has none above info).
+    pub fn lint(&self, chart: &Path) -> Vec<LintMessage> {
+        let reply = self.call(&json!({"action": "lint", "chart": chart}));
+        assert_eq!(reply["linted"], 1, "one chart linted: {reply}");
+        reply["messages"]
+            .as_array()
+            .expect("lint messages")
+            .iter()
+            .map(|m| LintMessage {
+                severity: m["severity"].as_u64().expect("a severity"),
+                path: m["path"].as_str().expect("a path").to_owned(),
+            })
+            .collect()
+    }
+
+    /// `helm install RELEASE CHART -n NAMESPACE --values VALUES` into `cluster` (a
+    /// stand-in cluster), without waiting for readiness (nothing runs there). Release
+    /// records stay in Helm's memory: the stand-in cluster does not decode the protobuf
+    /// Helm writes Secrets in. `Err` is Helm's message (values refused by the schema,
+    /// a template that fails).
+    pub fn install(
+        &self,
+        cluster: &ControlPlane,
+        release: &str,
+        namespace: &str,
+        chart: &Path,
+        values: &Value,
+    ) -> Result<Release, String> {
+        let reply = self.call(&json!({
+            "action": "install",
+            "release": release,
+            "namespace": namespace,
+            "chart": chart,
+            "values": values,
+            "kubeconfig": cluster.kubeconfig(&cluster.admin_token),
+        }));
+        if let Some(error) = reply.get("error") {
+            return Err(error.as_str().unwrap_or_default().to_owned());
+        }
+        Ok(Release {
+            manifest: reply["manifest"].as_str().expect("a manifest").to_owned(),
+            notes: reply["notes"].as_str().unwrap_or_default().to_owned(),
+        })
+    }
+
+    fn call(&self, request: &Value) -> Value {
+        let output = Command::new(&self.python)
+            .arg("-c")
+            .arg(DRIVER)
+            .arg(request.to_string())
+            .env("HELM_DRIVER", "memory")
+            .output()
+            .expect("python runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "helm-sdkpy failed on {request}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("helm-sdkpy printed no JSON ({e}):\n{stdout}"))
+    }
+}
