@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeMap;
 use serde_json::json;
 
 /// A log of `n` events in a temp dir, and the key map to verify it.
