@@ -42,7 +42,6 @@ pub fn verify_signature(public_key: &str, message: &[u8], signature: &str) -> Re
         .map_err(|_| "signature does not verify with the runner's public key".to_owned())
 }
 
-
 /// One event that fails verification, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
@@ -179,4 +178,3 @@ pub fn verify(
         Err(failures)
     }
 }
-

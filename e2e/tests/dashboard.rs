@@ -177,6 +177,7 @@ impl Browser {
             .unwrap_or(1000)
             .clamp(600, 4000);
         let _ = self.client.set_window_size(1400, height as u32 + 120).await;
+        let _ = self.client.execute("window.scrollTo(0, 0);", vec![]).await;
         let png = self.client.screenshot().await.expect("a screenshot");
         let path = self.shots.join(format!("{name}.png"));
         std::fs::write(&path, png).unwrap();
@@ -261,20 +262,25 @@ fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Pa
 
 /// The install's Plan of `entity` once it waits for approval.
 async fn awaiting(plans: &Api<Plan>, entity: &str) -> String {
-    eventually(90, &format!("the {entity} Plan to await approval"), async || {
-        plans
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|p| {
-                p.spec.entity.name == entity
-                    && p.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::AwaitingApproval)
-            })?
-            .metadata
-            .name
-    })
+    eventually(
+        90,
+        &format!("the {entity} Plan to await approval"),
+        async || {
+            plans
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|p| {
+                    p.spec.entity.name == entity
+                        && p.status.as_ref().and_then(|s| s.phase)
+                            == Some(PlanPhase::AwaitingApproval)
+                })?
+                .metadata
+                .name
+        },
+    )
     .await
 }
 
@@ -290,7 +296,11 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = dir.path().join("sandbox");
     std::fs::create_dir_all(&sandbox).unwrap();
-    std::fs::write(sandbox.join("main.tf"), "output \"ready\" {\n  value = true\n}\n").unwrap();
+    std::fs::write(
+        sandbox.join("main.tf"),
+        "output \"ready\" {\n  value = true\n}\n",
+    )
+    .unwrap();
     let file = dir.path().join("app.yaml");
     std::fs::write(&file, objects(&sandbox)).unwrap();
     cp.kubectl().ok(&["apply", "-f", file.to_str().unwrap()]);
@@ -319,9 +329,17 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     b.goto(&format!("{base}/ui/plans/default/{sandbox_plan}"))
         .await
         .unwrap();
-    b.find(Locator::Id("approve")).await.unwrap().click().await.unwrap();
+    b.find(Locator::Id("approve"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let refused = b.find(Locator::Id("error")).await.unwrap();
-    assert_eq!(refused.attr("data-status").await.unwrap().as_deref(), Some("403"));
+    assert_eq!(
+        refused.attr("data-status").await.unwrap().as_deref(),
+        Some("403")
+    );
     let message = browser.text("#error").await;
     assert!(
         message.contains("403 Forbidden")
@@ -338,11 +356,18 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     browser.log_in(&base, &cp.admin_token).await;
     for entity in ["sandbox", "web"] {
         let name = awaiting(&plans, entity).await;
-        b.goto(&format!("{base}/ui/plans/default/{name}")).await.unwrap();
+        b.goto(&format!("{base}/ui/plans/default/{name}"))
+            .await
+            .unwrap();
         if entity == "web" {
             browser.screenshot("plan-awaiting").await;
         }
-        b.find(Locator::Id("approve")).await.unwrap().click().await.unwrap();
+        b.find(Locator::Id("approve"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
         // Back on the Plan's page, approved by the admin and bound to its content hash.
         let approval = browser.text("#approval").await;
         assert!(approval.contains("by admin"), "{approval}");
@@ -361,7 +386,13 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     })
     .await;
     eventually(30, "a first, in-sync drift report", async || {
-        reports.get_opt("acme-web").await.ok()??.spec.in_sync.then_some(())
+        reports
+            .get_opt("acme-web")
+            .await
+            .ok()??
+            .spec
+            .in_sync
+            .then_some(())
     })
     .await;
 
@@ -385,11 +416,24 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     .await;
     browser.screenshot("fleet").await;
     // A marker that a reload would wipe out.
-    b.execute("window.notReloaded = true;", vec![]).await.unwrap();
+    b.execute("window.notReloaded = true;", vec![])
+        .await
+        .unwrap();
     let edit = Instant::now();
     let editor = dir.path().join("editor.sh");
-    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/replicas: 2$/replicas: 5/' \"$1\"\n").unwrap();
-    assert!(Command::new("chmod").arg("+x").arg(&editor).status().unwrap().success());
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/replicas: 2$/replicas: 5/' \"$1\"\n",
+    )
+    .unwrap();
+    assert!(
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&editor)
+            .status()
+            .unwrap()
+            .success()
+    );
     let edited = cluster
         .kubectl()
         .command()
@@ -398,18 +442,30 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         .args(["edit", "deployment", "web", "-n", "shop"])
         .output()
         .unwrap();
-    assert!(edited.status.success(), "kubectl edit: {}", String::from_utf8_lossy(&edited.stderr));
-    eventually(60, "the web cell to turn drifted on the open page", async || {
-        (browser.cell_state(cell).await? == "drifted").then_some(())
-    })
+    assert!(
+        edited.status.success(),
+        "kubectl edit: {}",
+        String::from_utf8_lossy(&edited.stderr)
+    );
+    eventually(
+        60,
+        "the web cell to turn drifted on the open page",
+        async || (browser.cell_state(cell).await? == "drifted").then_some(()),
+    )
     .await;
     println!(
         "dashboard: kubectl edit → cell drifted in the browser in {} ms",
         edit.elapsed().as_millis()
     );
-    let kept = b.execute("return window.notReloaded === true;", vec![]).await.unwrap();
+    let kept = b
+        .execute("return window.notReloaded === true;", vec![])
+        .await
+        .unwrap();
     assert_eq!(kept, serde_json::json!(true), "the page reloaded");
-    assert_eq!(browser.text(&format!("[data-cell='{cell}']")).await, "drifted · 1 field");
+    assert_eq!(
+        browser.text(&format!("[data-cell='{cell}']")).await,
+        "drifted · 1 field"
+    );
     assert_eq!(browser.text("[data-count='drifted']").await, "1");
     browser.screenshot("fleet-drifted").await;
 
@@ -439,7 +495,10 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         "applied and live side by side"
     );
     let badge = b.find(Locator::Id("audit-badge")).await.unwrap();
-    assert_eq!(badge.attr("data-verified").await.unwrap().as_deref(), Some("true"));
+    assert_eq!(
+        badge.attr("data-verified").await.unwrap().as_deref(),
+        Some("true")
+    );
     assert!(browser.text("#runner").await.contains("online"));
     // No customer stack here (no --stack): the page says the roles are not reported yet.
     assert!(browser.text("#roles").await.contains("not reported"));
@@ -455,7 +514,9 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         .find(|p| p.spec.entity.name == "web")
         .unwrap();
     let web_plan = web_plan.metadata.name.unwrap();
-    b.goto(&format!("{base}/ui/plans/default/{web_plan}")).await.unwrap();
+    b.goto(&format!("{base}/ui/plans/default/{web_plan}"))
+        .await
+        .unwrap();
     assert!(browser.text("#desired-state").await.contains("replicas"));
     assert!(!browser.text("#runner-diff").await.is_empty());
     browser.screenshot("plan").await;

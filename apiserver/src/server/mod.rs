@@ -120,9 +120,7 @@ impl ApiServer {
 
     /// The HTTP routes: the dashboard under `/ui`, every other path to one dispatcher.
     pub fn router(&self) -> Router {
-        ui::routes()
-            .fallback(handle)
-            .with_state(self.state.clone())
+        ui::routes().fallback(handle).with_state(self.state.clone())
     }
 
     /// The store the server serves.

@@ -135,12 +135,11 @@ pub fn cell(inputs: &CellInputs<'_>) -> Cell {
             "denied"
         };
         (CellState::Denied, text.to_owned())
-    } else if plan_phase == Some(PlanPhase::Failed) || component_phase == Some(ComponentPhase::Failed)
+    } else if plan_phase == Some(PlanPhase::Failed)
+        || component_phase == Some(ComponentPhase::Failed)
     {
         (CellState::Failed, "failed".to_owned())
-    } else if !inputs.runner_online
-        && (inputs.status.is_some() || inputs.latest_plan.is_some())
-    {
+    } else if !inputs.runner_online && (inputs.status.is_some() || inputs.latest_plan.is_some()) {
         (CellState::RunnerOffline, "runner offline".to_owned())
     } else if matches!(
         plan_phase,
@@ -248,7 +247,9 @@ pub fn runner_online(objects: &FleetObjects, install: &Install, now: &Time) -> b
     let interval = objects
         .apps
         .iter()
-        .find(|a| ns(&a.metadata) == namespace && a.metadata.name.as_deref() == Some(&install.spec.app))
+        .find(|a| {
+            ns(&a.metadata) == namespace && a.metadata.name.as_deref() == Some(&install.spec.app)
+        })
         .and_then(|a| a.spec.runner.as_ref())
         .and_then(|r| r.heartbeat_seconds)
         .unwrap_or(RunnerSettings::DEFAULT_HEARTBEAT_SECONDS);

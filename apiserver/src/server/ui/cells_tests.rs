@@ -12,7 +12,13 @@ fn install(name: &str, components: serde_json::Value) -> Install {
     .unwrap()
 }
 
-fn plan(name: &str, component: &str, created: &str, phase: &str, verdicts: serde_json::Value) -> Plan {
+fn plan(
+    name: &str,
+    component: &str,
+    created: &str,
+    phase: &str,
+    verdicts: serde_json::Value,
+) -> Plan {
     serde_json::from_value(json!({
         "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
         "metadata": {"name": name, "namespace": "default", "creationTimestamp": created},
@@ -65,12 +71,41 @@ fn cells_follow_plans_drift_and_the_runner() {
         )],
         plans: vec![
             // An older plan of web awaiting approval is superseded by a newer success.
-            plan("web-1", "web", "2026-11-23T09:00:00Z", "AwaitingApproval", json!([])),
-            plan("web-2", "web", "2026-11-23T09:10:00Z", "Succeeded", json!([])),
-            plan("cache-1", "cache", "2026-11-23T09:00:00Z", "AwaitingApproval", json!([])),
-            plan("queue-1", "queue", "2026-11-23T09:00:00Z", "Denied",
-                 json!([{"policy": "no-latest", "enforcement": "deny", "denied": true, "messages": ["latest tag"]}])),
-            plan("search-1", "search", "2026-11-23T09:00:00Z", "Running", json!([])),
+            plan(
+                "web-1",
+                "web",
+                "2026-11-23T09:00:00Z",
+                "AwaitingApproval",
+                json!([]),
+            ),
+            plan(
+                "web-2",
+                "web",
+                "2026-11-23T09:10:00Z",
+                "Succeeded",
+                json!([]),
+            ),
+            plan(
+                "cache-1",
+                "cache",
+                "2026-11-23T09:00:00Z",
+                "AwaitingApproval",
+                json!([]),
+            ),
+            plan(
+                "queue-1",
+                "queue",
+                "2026-11-23T09:00:00Z",
+                "Denied",
+                json!([{"policy": "no-latest", "enforcement": "deny", "denied": true, "messages": ["latest tag"]}]),
+            ),
+            plan(
+                "search-1",
+                "search",
+                "2026-11-23T09:00:00Z",
+                "Running",
+                json!([]),
+            ),
         ],
         runners: vec![runner("2026-11-23T10:00:00Z")],
         drift: vec![drift("web", false), drift("db", true)],
@@ -89,7 +124,10 @@ fn cells_follow_plans_drift_and_the_runner() {
     assert_eq!(state("api"), CellState::Failed);
     assert_eq!(state("search"), CellState::Deploying);
     assert!(row.runner_online);
-    assert_eq!(fleet.columns, ["api", "cache", "db", "queue", "search", "web"]);
+    assert_eq!(
+        fleet.columns,
+        ["api", "cache", "db", "queue", "search", "web"]
+    );
     let counts = fleet.counts();
     assert_eq!(counts[&CellState::InSync], 1);
     assert_eq!(counts[&CellState::Drifted], 1);
@@ -99,7 +137,10 @@ fn cells_follow_plans_drift_and_the_runner() {
 #[test]
 fn a_silent_runner_turns_quiet_cells_offline() {
     let objects = FleetObjects {
-        installs: vec![install("acme", json!([deployed("web"), {"name": "api", "phase": "Failed"}]))],
+        installs: vec![install(
+            "acme",
+            json!([deployed("web"), {"name": "api", "phase": "Failed"}]),
+        )],
         // 30 s heartbeats by default: three missed is 90 s.
         runners: vec![runner("2026-11-23T09:58:00Z")],
         ..FleetObjects::default()
@@ -127,6 +168,9 @@ fn components_of_the_app_without_status_are_not_deployed() {
     };
     let row = &fleet(&objects, &now()).rows[0];
     assert_eq!(row.cells["web"].state, CellState::Pending);
-    assert_eq!(CellState::from_slug("awaiting-approval"), Some(CellState::AwaitingApproval));
+    assert_eq!(
+        CellState::from_slug("awaiting-approval"),
+        Some(CellState::AwaitingApproval)
+    );
     assert_eq!(CellState::from_slug("nope"), None);
 }

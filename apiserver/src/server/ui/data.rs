@@ -32,7 +32,11 @@ pub fn resource_type(state: &ServerState, plural: &str) -> Result<Arc<ResourceTy
 
 /// What `user` may list of `plural` in every namespace, as the API's authorizer says.
 pub fn list_access(state: &ServerState, user: &User, plural: &str) -> Result<Access, ApiError> {
-    let info = RequestInfo::parse(&Method::GET, &format!("/apis/{GROUP}/{VERSION}/{plural}"), false);
+    let info = RequestInfo::parse(
+        &Method::GET,
+        &format!("/apis/{GROUP}/{VERSION}/{plural}"),
+        false,
+    );
     state
         .config
         .authorizer

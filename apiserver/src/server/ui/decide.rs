@@ -80,7 +80,10 @@ async fn api_call(
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 async fn decide(
@@ -120,7 +123,9 @@ async fn decide(
         return error_page(
             Some(&session),
             StatusCode::CONFLICT,
-            &format!("plan {namespace}/{name} is {phase}, not AwaitingApproval, so there is nothing to {verb}"),
+            &format!(
+                "plan {namespace}/{name} is {phase}, not AwaitingApproval, so there is nothing to {verb}"
+            ),
         );
     }
     let now = Time(jiff::Timestamp::now());
@@ -130,7 +135,9 @@ async fn decide(
             return error_page(
                 Some(&session),
                 StatusCode::CONFLICT,
-                &format!("plan {namespace}/{name} has no content hash, so an approval could not bind to it: deny it and make a new one"),
+                &format!(
+                    "plan {namespace}/{name} has no content hash, so an approval could not bind to it: deny it and make a new one"
+                ),
             );
         };
         PlanStatus::approval_patch(by, hash, now)
@@ -138,7 +145,11 @@ async fn decide(
         let reason = form.reason.trim();
         PlanStatus::denial_patch(
             by,
-            if reason.is_empty() { "no reason given" } else { reason },
+            if reason.is_empty() {
+                "no reason given"
+            } else {
+                reason
+            },
             now,
         )
     };

@@ -55,7 +55,11 @@ struct Kind {
 }
 
 impl Kind {
-    async fn load(state: &ServerState, user: &User, plural: &'static str) -> Result<Kind, ApiError> {
+    async fn load(
+        state: &ServerState,
+        user: &User,
+        plural: &'static str,
+    ) -> Result<Kind, ApiError> {
         let access = list_access(state, user, plural)?;
         let (values, seen) = list_values(state, user, plural).await?;
         Ok(Kind {
@@ -85,8 +89,17 @@ impl Kind {
 }
 
 fn object_key(object: &Value) -> String {
-    let field = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default();
-    format!("{}/{}", field("/metadata/namespace"), field("/metadata/name"))
+    let field = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    format!(
+        "{}/{}",
+        field("/metadata/namespace"),
+        field("/metadata/name")
+    )
 }
 
 /// The user's copy of every kind in [`KINDS`].

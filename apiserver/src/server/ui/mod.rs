@@ -28,6 +28,9 @@ pub(super) fn routes() -> Router<Arc<ServerState>> {
         .route("/ui/policies", get(pages::policies::page))
         .route("/ui/installs/{namespace}/{name}", get(pages::install::page))
         .route("/ui/plans/{namespace}/{name}", get(pages::plan::page))
-        .route("/ui/plans/{namespace}/{name}/approve", post(decide::approve))
+        .route(
+            "/ui/plans/{namespace}/{name}/approve",
+            post(decide::approve),
+        )
         .route("/ui/plans/{namespace}/{name}/deny", post(decide::deny))
 }

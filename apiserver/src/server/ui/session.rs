@@ -161,7 +161,9 @@ pub async fn login(State(state): State<Arc<ServerState>>, Form(form): Form<Login
         }
         Err(_) => login::page(
             &next,
-            Some("that token is not valid: use a token from the server's --tokens file"),
+            Some(
+                "that token is not valid: use one from the server's token file (--tokens), or a runner token",
+            ),
             StatusCode::UNAUTHORIZED,
         ),
     }
@@ -201,7 +203,10 @@ mod tests {
 
     #[test]
     fn login_redirects_stay_on_the_dashboard() {
-        assert_eq!(safe_next(Some("/ui/plans/default/p")), "/ui/plans/default/p");
+        assert_eq!(
+            safe_next(Some("/ui/plans/default/p")),
+            "/ui/plans/default/p"
+        );
         assert_eq!(safe_next(Some("https://evil.example/")), "/ui");
         assert_eq!(safe_next(Some("//evil.example/ui")), "/ui");
         assert_eq!(safe_next(None), "/ui");

@@ -47,7 +47,9 @@ impl Filter {
     fn parse(f: &Filters) -> Result<Filter, String> {
         let non_empty = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
         let labels = non_empty(&f.label)
-            .map(|l| LabelSelector::parse(&l).map_err(|e| format!("invalid label selector {l:?}: {e}")))
+            .map(|l| {
+                LabelSelector::parse(&l).map_err(|e| format!("invalid label selector {l:?}: {e}"))
+            })
             .transpose()?;
         let state = non_empty(&f.state)
             .map(|s| {

@@ -11,9 +11,7 @@ use http::StatusCode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, html};
 use outpost_api::audit_chain::{Source, verify};
-use outpost_api::{
-    AuditEvent, DriftReport, EntityKind, InstallStack, Plan, Runner,
-};
+use outpost_api::{AuditEvent, DriftReport, EntityKind, EntityRef, InstallStack, Plan, Runner};
 
 use super::super::cells::{self, FleetObjects};
 use super::super::data::list;
@@ -34,7 +32,13 @@ pub async fn page(
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     match render(&session, &state, &namespace, &name).await {
-        Ok(Some(body)) => shell(&format!("{namespace}/{name}"), "fleet", Some(&session), body).into_response(),
+        Ok(Some(body)) => shell(
+            &format!("{namespace}/{name}"),
+            "fleet",
+            Some(&session),
+            body,
+        )
+        .into_response(),
         Ok(None) => error_page(
             Some(&session),
             StatusCode::NOT_FOUND,
@@ -44,9 +48,15 @@ pub async fn page(
     }
 }
 
-fn of<'a, T>(items: &'a [T], namespace: &str, ns: impl Fn(&T) -> Option<&String>) -> impl Iterator<Item = &'a T> {
+fn of<'a, T>(
+    items: &'a [T],
+    namespace: &str,
+    ns: impl Fn(&T) -> Option<&String>,
+) -> impl Iterator<Item = &'a T> {
     let namespace = namespace.to_owned();
-    items.iter().filter(move |i| ns(i).map(String::as_str) == Some(namespace.as_str()))
+    items
+        .iter()
+        .filter(move |i| ns(i).map(String::as_str) == Some(namespace.as_str()))
 }
 
 async fn render(
@@ -56,30 +66,35 @@ async fn render(
     name: &str,
 ) -> Result<Option<Markup>, ApiError> {
     let objects: FleetObjects = load_fleet(state, &session.user).await?;
-    let Some(install) = objects
-        .installs
-        .iter()
-        .find(|i| i.metadata.namespace.as_deref() == Some(namespace) && i.metadata.name.as_deref() == Some(name))
-    else {
+    let Some(install) = objects.installs.iter().find(|i| {
+        i.metadata.namespace.as_deref() == Some(namespace)
+            && i.metadata.name.as_deref() == Some(name)
+    }) else {
         return Ok(None);
     };
     let stacks: Vec<InstallStack> = list(state, &session.user, "installstacks").await?;
     let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
     let now = Time(jiff::Timestamp::now());
-    let runners: Vec<&Runner> = of(&objects.runners, namespace, |r| r.metadata.namespace.as_ref())
-        .filter(|r| r.spec.install == name)
-        .collect();
-    let stack = of(&stacks, namespace, |s| s.metadata.namespace.as_ref()).find(|s| s.spec.install == name);
+    let runners: Vec<&Runner> = of(&objects.runners, namespace, |r| {
+        r.metadata.namespace.as_ref()
+    })
+    .filter(|r| r.spec.install == name)
+    .collect();
+    let stack =
+        of(&stacks, namespace, |s| s.metadata.namespace.as_ref()).find(|s| s.spec.install == name);
     let mut plans: Vec<&Plan> = of(&objects.plans, namespace, |p| p.metadata.namespace.as_ref())
         .filter(|p| p.spec.install == name)
         .collect();
     plans.sort_by(|a, b| {
         let created = |p: &Plan| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        created(b).cmp(&created(a)).then_with(|| b.metadata.name.cmp(&a.metadata.name))
+        created(b)
+            .cmp(&created(a))
+            .then_with(|| b.metadata.name.cmp(&a.metadata.name))
     });
-    let mut drift: Vec<&DriftReport> = of(&objects.drift, namespace, |d| d.metadata.namespace.as_ref())
-        .filter(|d| d.spec.install == name)
-        .collect();
+    let mut drift: Vec<&DriftReport> =
+        of(&objects.drift, namespace, |d| d.metadata.namespace.as_ref())
+            .filter(|d| d.spec.install == name)
+            .collect();
     drift.sort_by_key(|d| (d.spec.in_sync, d.spec.entity.name.clone()));
     let mut events: Vec<&AuditEvent> = of(&audit, namespace, |e| e.metadata.namespace.as_ref())
         .filter(|e| e.spec.install == name)
@@ -92,9 +107,12 @@ async fn render(
         .iter()
         .find(|r| r.namespace == namespace && r.name == name);
     let status = install.status.clone().unwrap_or_default();
-    let newest_runner = runners
-        .iter()
-        .max_by_key(|r| r.status.as_ref().and_then(|s| s.last_heartbeat.as_ref()).map(|t| t.0));
+    let newest_runner = runners.iter().max_by_key(|r| {
+        r.status
+            .as_ref()
+            .and_then(|s| s.last_heartbeat.as_ref())
+            .map(|t| t.0)
+    });
     Ok(Some(html! {
         h1 { "Install " (namespace) "/" (name) }
         div.card {
@@ -160,7 +178,7 @@ async fn render(
                         td { (plan.metadata.creation_timestamp.as_ref().map(|t| when(t, &now)).unwrap_or_default()) }
                         td { a href={ "/ui/plans/" (namespace) "/" (plan.metadata.name.as_deref().unwrap_or_default()) } { (plan.metadata.name.as_deref().unwrap_or_default()) } }
                         td { (plan.spec.operation) }
-                        td { (entity_kind(plan.spec.entity.kind)) " " (plan.spec.entity.name) }
+                        td { (entity_text(&plan.spec.entity)) }
                         td { (role_text(plan)) }
                         td { (verdict_pills(plan.status.as_ref().map(|s| &s.verdicts[..]).unwrap_or_default())) }
                         td { (duration(plan)) }
@@ -179,12 +197,12 @@ fn short_hash(hash: &str) -> &str {
     &hex[..hex.len().min(12)]
 }
 
-/// `component`, `action`, `sandbox`.
-pub fn entity_kind(kind: EntityKind) -> &'static str {
-    match kind {
-        EntityKind::Sandbox => "sandbox",
-        EntityKind::Component => "component",
-        EntityKind::Action => "action",
+/// `component web`, `action migrate`, `sandbox`.
+pub fn entity_text(entity: &EntityRef) -> String {
+    match entity.kind {
+        EntityKind::Sandbox => "sandbox".into(),
+        EntityKind::Component => format!("component {}", entity.name),
+        EntityKind::Action => format!("action {}", entity.name),
     }
 }
 
@@ -193,7 +211,7 @@ fn drift_card(report: &DriftReport, namespace: &str, now: &Time) -> Markup {
     html! {
         div.card id={ "drift-" (spec.entity.name) } data-in-sync=(spec.in_sync) {
             p {
-                b { (entity_kind(spec.entity.kind)) " " (spec.entity.name) } " "
+                b { (entity_text(&spec.entity)) } " "
                 @if spec.in_sync { span.pill.ok { "in sync" } } @else { span.pill.warn { "drifted" } }
                 span.muted {
                     " observed " (when(&spec.observed_at, now))
@@ -226,7 +244,12 @@ fn drift_card(report: &DriftReport, namespace: &str, now: &Time) -> Markup {
 fn audit_card(install: &str, runners: &[&Runner], events: &[&AuditEvent], now: &Time) -> Markup {
     let keys: BTreeMap<String, String> = runners
         .iter()
-        .map(|r| (r.metadata.name.clone().unwrap_or_default(), r.spec.public_key.clone()))
+        .map(|r| {
+            (
+                r.metadata.name.clone().unwrap_or_default(),
+                r.spec.public_key.clone(),
+            )
+        })
         .collect();
     let names: Vec<String> = events
         .iter()
@@ -266,4 +289,3 @@ fn audit_card(install: &str, runners: &[&Runner], events: &[&AuditEvent], now: &
         }
     }
 }
-

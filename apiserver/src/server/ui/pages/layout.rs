@@ -28,7 +28,7 @@ th{font-size:12px;text-transform:uppercase;letter-spacing:.04em;color:#5b6678;ba
 td.num{text-align:right}
 code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
 pre{background:#0f1722;color:#e6edf6;padding:10px 12px;border-radius:6px;overflow:auto;max-height:420px;margin:0}
-.kv{display:grid;grid-template-columns:max-content 1fr;gap:4px 18px}.kv dt{color:#5b6678}.kv dd{margin:0}
+.kv{margin:0;display:grid;grid-template-columns:max-content 1fr;gap:4px 18px}.kv dt{color:#5b6678}.kv dd{margin:0}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;background:#e6eaf0;color:#334}
 .ok{background:#dff3e4;color:#17603a}.bad{background:#fbe0e0;color:#8a1c1c}.warn{background:#fdf0d5;color:#7a5200}.info{background:#dde9fb;color:#1f4f99}
 .cell{display:block;padding:6px 8px;border-radius:6px;font-size:12px;font-weight:600;white-space:nowrap;text-align:center}
@@ -44,8 +44,8 @@ input,select,button{font:inherit;padding:5px 8px;border:1px solid #c5cdd9;border
 button{cursor:pointer;background:#1f5fbf;color:#fff;border-color:#1f5fbf;font-weight:600}
 button.secondary{background:#fff;color:#1d2330;border-color:#c5cdd9}button.danger{background:#b42318;border-color:#b42318}
 .diff td.desired{background:#fff5f5}.diff td.live{background:#f3fbf5}
-.diff td{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
-.muted{color:#6b7585}.error{border-left:4px solid #b42318}
+.diff td.desired,.diff td.live{width:28%}.diff td{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+.muted{color:#6b7585}.notice{display:block;padding:8px 10px;border-radius:6px;margin:8px 0}.error{border-left:4px solid #b42318}
 .live-dot{display:inline-block;width:8px;height:8px;border-radius:50%;background:#aab;margin-right:6px}
 body[data-live=connected] .live-dot{background:#2fa35a}
 .actions{display:flex;gap:10px;align-items:end}.actions form{display:flex;gap:8px;align-items:end;margin:0}
@@ -137,6 +137,12 @@ pub fn age(time: &Time, now: &Time) -> String {
 /// A JSON value as pretty text.
 pub fn pretty(value: &serde_json::Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// A JSON value as YAML (multi-line strings, such as manifests, as block scalars),
+/// or pretty JSON if it cannot be written as YAML.
+pub fn yaml(value: &serde_json::Value) -> String {
+    serde_saphyr::to_string(value).unwrap_or_else(|_| pretty(value))
 }
 
 /// A JSON value compactly, strings without quotes.

@@ -14,7 +14,7 @@ pub fn page_with(next: &str, error: Option<&str>) -> maud::Markup {
                 h1 { "Log in to Outpost" }
                 p.muted { "Paste an API token: admins may approve and deny Plans, viewers see everything." }
                 @if let Some(error) = error {
-                    p.pill.bad #login-error { (error) }
+                    p.notice.bad #login-error { (error) }
                 }
                 form method="post" action="/ui/login" {
                     input type="hidden" name="next" value=(next);

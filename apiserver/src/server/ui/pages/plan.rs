@@ -13,8 +13,8 @@ use outpost_api::{AuditEvent, AuditEventType, Enforcement, Plan, PlanPhase, Role
 
 use super::super::data::list;
 use super::super::session::Session;
-use super::install::entity_kind;
-use super::layout::{api_error, error_page, page as shell, pretty, when};
+use super::install::entity_text;
+use super::layout::{api_error, error_page, page as shell, pretty, when, yaml};
 use crate::server::ServerState;
 use crate::status::ApiError;
 
@@ -25,7 +25,9 @@ pub async fn page(
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     match render(&session, &state, &namespace, &name).await {
-        Ok(Some(body)) => shell(&format!("plan {name}"), "fleet", Some(&session), body).into_response(),
+        Ok(Some(body)) => {
+            shell(&format!("plan {name}"), "fleet", Some(&session), body).into_response()
+        }
         Ok(None) => error_page(
             Some(&session),
             StatusCode::NOT_FOUND,
@@ -58,7 +60,7 @@ pub fn role_text(plan: &Plan) -> Markup {
 /// One pill per policy verdict.
 pub fn verdict_pills(verdicts: &[Verdict]) -> Markup {
     html! {
-        @if verdicts.is_empty() { span.muted { "—" } }
+        @if verdicts.is_empty() { span.muted { "no policy applies" } }
         @for v in verdicts {
             @let class = if v.denied { "pill bad" } else if v.messages.is_empty() { "pill ok" } else { "pill warn" };
             @let what = if v.denied { "denied" } else if v.messages.is_empty() { "passed" } else { "warned" };
@@ -103,14 +105,18 @@ async fn render(
 ) -> Result<Option<Markup>, ApiError> {
     let plans: Vec<Plan> = list(state, &session.user, "plans").await?;
     let Some(plan) = plans.iter().find(|p| {
-        p.metadata.namespace.as_deref() == Some(namespace) && p.metadata.name.as_deref() == Some(name)
+        p.metadata.namespace.as_deref() == Some(namespace)
+            && p.metadata.name.as_deref() == Some(name)
     }) else {
         return Ok(None);
     };
     let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
     let mut events: Vec<&AuditEvent> = audit
         .iter()
-        .filter(|e| e.metadata.namespace.as_deref() == Some(namespace) && e.spec.plan.as_deref() == Some(name))
+        .filter(|e| {
+            e.metadata.namespace.as_deref() == Some(namespace)
+                && e.spec.plan.as_deref() == Some(name)
+        })
         .collect();
     events.sort_by_key(|e| e.spec.sequence);
     let now = Time(jiff::Timestamp::now());
@@ -118,14 +124,22 @@ async fn render(
     let status = plan.status.clone().unwrap_or_default();
     let awaiting = status.phase == Some(PlanPhase::AwaitingApproval);
     let rv = plan.metadata.resource_version.clone().unwrap_or_default();
-    let runner_diffs: Vec<&AuditEvent> = events.iter().copied().filter(|e| e.spec.type_ == AuditEventType::Plan).collect();
-    let runner_verdicts: Vec<&AuditEvent> = events.iter().copied().filter(|e| e.spec.type_ == AuditEventType::Verdict).collect();
+    let runner_diffs: Vec<&AuditEvent> = events
+        .iter()
+        .copied()
+        .filter(|e| e.spec.type_ == AuditEventType::Plan)
+        .collect();
+    let runner_verdicts: Vec<&AuditEvent> = events
+        .iter()
+        .copied()
+        .filter(|e| e.spec.type_ == AuditEventType::Verdict)
+        .collect();
     Ok(Some(html! {
         h1 { "Plan " (name) " " (phase_pill(plan)) }
         div.card {
             dl.kv {
                 dt { "Install" } dd { a href={ "/ui/installs/" (namespace) "/" (spec.install) } { (namespace) "/" (spec.install) } }
-                dt { "Operation" } dd { (spec.operation) " of " (entity_kind(spec.entity.kind)) " " b { (spec.entity.name) } }
+                dt { "Operation" } dd { (spec.operation) " of " (entity_text(&spec.entity)) }
                 @if let Some(reason) = &spec.reason { dt { "Reason" } dd { (reason) } }
                 dt { "Role" } dd #role { (role_text(plan)) }
                 dt { "Content hash" } dd { code { (spec.content_hash.as_deref().unwrap_or("—")) } }
@@ -182,7 +196,7 @@ async fn render(
             }
         }
         h2 { "Rendered desired state" }
-        pre #desired-state { (spec.desired_state.as_ref().map(pretty).unwrap_or_else(|| "—".into())) }
+        pre #desired-state { (spec.desired_state.as_ref().map(yaml).unwrap_or_else(|| "—".into())) }
         h2 { "Log" }
         pre #log { (status.log.as_deref().unwrap_or("(nothing yet)")) }
     }))

@@ -39,13 +39,18 @@ pub async fn page(session: Session, State(state): State<Arc<ServerState>>) -> Re
         Ok(l) => l,
         Err(err) => return api_error(Some(&session), &err),
     };
-    policies.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+    policies.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
     let now = Time(jiff::Timestamp::now());
     let violations = |policy: &Policy| -> Vec<Violation> {
         let namespace = policy.metadata.namespace.clone().unwrap_or_default();
         let name = policy.metadata.name.clone().unwrap_or_default();
         let mut found = Vec::new();
-        for plan in plans.iter().filter(|p| p.metadata.namespace.as_deref() == Some(&namespace)) {
+        for plan in plans
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(&namespace))
+        {
             for v in plan.status.iter().flat_map(|s| &s.verdicts) {
                 if v.policy == name && (v.denied || !v.messages.is_empty()) {
                     let plan_name = plan.metadata.name.clone().unwrap_or_default();
@@ -60,7 +65,10 @@ pub async fn page(session: Session, State(state): State<Arc<ServerState>>) -> Re
                 }
             }
         }
-        for report in drift.iter().filter(|d| d.metadata.namespace.as_deref() == Some(&namespace)) {
+        for report in drift
+            .iter()
+            .filter(|d| d.metadata.namespace.as_deref() == Some(&namespace))
+        {
             for v in &report.spec.verdicts {
                 if v.policy == name && (v.denied || !v.messages.is_empty()) {
                     found.push(Violation {
