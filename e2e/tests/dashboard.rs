@@ -352,8 +352,42 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     assert!(still.status.unwrap().approval.is_none());
     browser.log_out().await;
 
-    // An admin approves the sandbox's Plan, then the component's, by clicking.
+    // An admin approves the sandbox's Plan, then the component's, by clicking; a form
+    // with a forged CSRF token is refused first.
     browser.log_in(&base, &cp.admin_token).await;
+    b.goto(&format!("{base}/ui/plans/default/{sandbox_plan}"))
+        .await
+        .unwrap();
+    b.execute(
+        "document.querySelectorAll('input[name=csrf]').forEach(i => i.value = 'forged');",
+        vec![],
+    )
+    .await
+    .unwrap();
+    b.find(Locator::Id("approve"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let forged = browser.text("#error").await;
+    assert!(
+        forged.contains("403") && forged.contains("CSRF"),
+        "{forged}"
+    );
+    assert_eq!(
+        phase(&plans.get(&sandbox_plan).await.unwrap()),
+        Some(PlanPhase::AwaitingApproval)
+    );
+    // A malformed filter is a 400 that says why.
+    b.goto(&format!("{base}/ui?label=tier%3D%3D%3D"))
+        .await
+        .unwrap();
+    let bad = browser.text("#error").await;
+    assert!(
+        bad.contains("400") && bad.contains("invalid label selector"),
+        "{bad}"
+    );
     for entity in ["sandbox", "web"] {
         let name = awaiting(&plans, entity).await;
         b.goto(&format!("{base}/ui/plans/default/{name}"))
