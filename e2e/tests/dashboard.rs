@@ -14,8 +14,9 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use kube_client::api::{Api, ListParams};
@@ -194,14 +195,19 @@ impl Browser {
         cell.attr("data-state").await.ok()?
     }
 
-    async fn text(&self, css: &str) -> String {
+    /// The element `css` selects, once the page (a click may still be loading the next
+    /// one) has it.
+    async fn find(&self, css: &str) -> Element {
         self.client
-            .find(Locator::Css(css))
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css(css))
             .await
             .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-            .text()
-            .await
-            .unwrap()
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.find(css).await.text().await.unwrap()
     }
 
     async fn log_in(&self, base: &str, token: &str) {
@@ -212,18 +218,21 @@ impl Browser {
         let form = self.client.form(Locator::Css("form")).await.unwrap();
         form.set_by_name("token", token).await.unwrap();
         form.submit().await.unwrap();
-        let url = self.client.current_url().await.unwrap();
-        assert_eq!(url.path(), "/ui", "{url}");
+        eventually(20, "the fleet page after logging in", async || {
+            let url = self.client.current_url().await.ok()?;
+            (url.path() == "/ui").then_some(())
+        })
+        .await;
+        self.find("#counts").await;
     }
 
     async fn log_out(&self) {
-        self.client
-            .find(Locator::Css("header .who button"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        self.find("header .who button").await.click().await.unwrap();
+        eventually(20, "the login page after logging out", async || {
+            let url = self.client.current_url().await.ok()?;
+            (url.path() == "/ui/login").then_some(())
+        })
+        .await;
     }
 }
 
@@ -329,13 +338,8 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     b.goto(&format!("{base}/ui/plans/default/{sandbox_plan}"))
         .await
         .unwrap();
-    b.find(Locator::Id("approve"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let refused = b.find(Locator::Id("error")).await.unwrap();
+    browser.find("#approve").await.click().await.unwrap();
+    let refused = browser.find("#error").await;
     assert_eq!(
         refused.attr("data-status").await.unwrap().as_deref(),
         Some("403")
@@ -364,12 +368,7 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     )
     .await
     .unwrap();
-    b.find(Locator::Id("approve"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser.find("#approve").await.click().await.unwrap();
     let forged = browser.text("#error").await;
     assert!(
         forged.contains("403") && forged.contains("CSRF"),
@@ -396,12 +395,7 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         if entity == "web" {
             browser.screenshot("plan-awaiting").await;
         }
-        b.find(Locator::Id("approve"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        browser.find("#approve").await.click().await.unwrap();
         // Back on the Plan's page, approved by the admin and bound to its content hash.
         let approval = browser.text("#approval").await;
         assert!(approval.contains("by admin"), "{approval}");
@@ -510,12 +504,12 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         .click()
         .await
         .unwrap();
-    let url = b.current_url().await.unwrap();
-    assert_eq!(url.path(), "/ui/installs/default/acme");
-    let diff = b
-        .find(Locator::Css("#drift-web table.diff tbody tr"))
-        .await
-        .unwrap();
+    eventually(20, "the install page", async || {
+        let url = b.current_url().await.ok()?;
+        (url.path() == "/ui/installs/default/acme").then_some(())
+    })
+    .await;
+    let diff = browser.find("#drift-web table.diff tbody tr").await;
     let columns: Vec<String> = {
         let mut texts = Vec::new();
         for td in diff.find_all(Locator::Css("td")).await.unwrap() {
@@ -528,7 +522,7 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         ["Deployment/shop/web.spec.replicas", "changed", "2", "5"],
         "applied and live side by side"
     );
-    let badge = b.find(Locator::Id("audit-badge")).await.unwrap();
+    let badge = browser.find("#audit-badge").await;
     assert_eq!(
         badge.attr("data-verified").await.unwrap().as_deref(),
         Some("true")

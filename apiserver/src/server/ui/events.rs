@@ -171,7 +171,12 @@ pub async fn fleet_events(session: Session, State(state): State<Arc<ServerState>
         };
         match cache.watch_from(cache.latest()) {
             Ok((_, live)) => {
-                streams.insert(i, BroadcastStream::new(live));
+                // `None` once the cache cuts its watchers off (it restarted): the stream
+                // ends and the browser's EventSource reconnects and lists again.
+                let stream = BroadcastStream::new(live)
+                    .map(Some)
+                    .chain(futures::stream::once(async { None }));
+                streams.insert(i, Box::pin(stream));
             }
             Err(_) => {
                 return api_error(
@@ -207,11 +212,12 @@ pub async fn fleet_events(session: Session, State(state): State<Arc<ServerState>
                 _ = tx.closed() => return,
                 _ = clock.tick() => {}
                 next = streams.next() => {
-                    let Some((i, event)) = next else { return };
+                    let Some((i, Some(event))) = next else { return };
                     let mut pending = vec![(i, event)];
                     // Take the rest of the burst before recomputing.
-                    while let Some(Some(more)) = streams.next().now_or_never() {
-                        pending.push(more);
+                    while let Some(Some((i, more))) = streams.next().now_or_never() {
+                        let Some(more) = more else { return };
+                        pending.push((i, more));
                     }
                     for (i, event) in pending {
                         match event {
