@@ -266,6 +266,29 @@ impl Validate for Plan {
     }
 }
 
+impl PlanStatus {
+    /// The status merge patch that approves an `AwaitingApproval` Plan: phase
+    /// `Approved` and an [`Approval`] by `by`, bound to the Plan's `content_hash`.
+    /// Send it with the Plan's resourceVersion so it never overwrites a decision made
+    /// meanwhile.
+    pub fn approval_patch(by: &str, content_hash: &str, at: Time) -> Value {
+        serde_json::json!({
+            "phase": PlanPhase::Approved,
+            "approval": Approval { by: by.to_owned(), at, content_hash: content_hash.to_owned() },
+        })
+    }
+
+    /// The status merge patch that denies an `AwaitingApproval` Plan: phase `Denied`,
+    /// "denied by USER: why", finished at `at`.
+    pub fn denial_patch(by: &str, reason: &str, at: Time) -> Value {
+        serde_json::json!({
+            "phase": PlanPhase::Denied,
+            "message": format!("denied by {by}: {reason}"),
+            "finishedAt": at,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

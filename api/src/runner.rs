@@ -100,6 +100,17 @@ impl Validate for Runner {
     }
 }
 
+/// A runner is online while its last heartbeat is at most this many heartbeat intervals
+/// (the App's `runner.heartbeatSeconds`) old.
+pub const MISSED_HEARTBEATS: i64 = 3;
+
+/// Whether a runner whose last heartbeat was at `last_heartbeat` is online at `now`,
+/// heartbeating every `heartbeat_seconds` ([`MISSED_HEARTBEATS`] may be missed).
+pub fn is_online(last_heartbeat: &Time, now: &Time, heartbeat_seconds: u32) -> bool {
+    now.0.as_second() - last_heartbeat.0.as_second()
+        <= MISSED_HEARTBEATS * i64::from(heartbeat_seconds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

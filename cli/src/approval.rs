@@ -7,7 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, Patch, PatchParams};
-use outpost_api::{Approval, Plan, PlanPhase};
+use outpost_api::{Plan, PlanPhase, PlanStatus};
 
 use crate::client::{Common, operator};
 use crate::output;
@@ -63,10 +63,7 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
         }
     }
     let by = operator();
-    let status = serde_json::json!({
-        "phase": PlanPhase::Approved,
-        "approval": Approval { by: by.clone(), at: Time(jiff::Timestamp::now()), content_hash: hash.clone() },
-    });
+    let status = PlanStatus::approval_patch(&by, &hash, Time(jiff::Timestamp::now()));
     let plan = decide(&api, &plan, status, &args.plan).await?;
     eprintln!("plan {} approved by {by} (content {hash})", args.plan);
     output::print(
@@ -80,11 +77,7 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
 pub async fn deny(args: DenyArgs) -> anyhow::Result<()> {
     let (api, plan) = awaiting(&args.common, &args.plan, "deny").await?;
     let by = operator();
-    let status = serde_json::json!({
-        "phase": PlanPhase::Denied,
-        "message": format!("denied by {by}: {}", args.reason),
-        "finishedAt": Time(jiff::Timestamp::now()),
-    });
+    let status = PlanStatus::denial_patch(&by, &args.reason, Time(jiff::Timestamp::now()));
     let plan = decide(&api, &plan, status, &args.plan).await?;
     eprintln!("plan {} denied by {by}: {}", args.plan, args.reason);
     output::print(

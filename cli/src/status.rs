@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams};
+use outpost_api::runner::is_online;
 use outpost_api::{
     App, ComponentPhase, DriftState, Install, Plan, PlanPhase, Runner, RunnerSettings,
 };
@@ -21,10 +23,6 @@ pub struct StatusArgs {
     #[command(flatten)]
     common: Common,
 }
-
-/// A runner is online while its last heartbeat is at most this many heartbeat intervals
-/// (the App's `runner.heartbeatSeconds`) old.
-const MISSED_HEARTBEATS: i64 = 3;
 
 /// One install's summary (the `-o json|yaml` form of a row).
 #[derive(Serialize)]
@@ -189,10 +187,8 @@ fn summary(install: &Install, fleet: &Fleet) -> InstallSummary {
         .copied()
         .unwrap_or(RunnerSettings::DEFAULT_HEARTBEAT_SECONDS);
     let heartbeat = fleet.heartbeats.get(&key);
-    let online = heartbeat.is_some_and(|(beat, _)| {
-        jiff::Timestamp::now().as_second() - beat.as_second()
-            <= MISSED_HEARTBEATS * i64::from(interval)
-    });
+    let now = Time(jiff::Timestamp::now());
+    let online = heartbeat.is_some_and(|(beat, _)| is_online(&Time(*beat), &now, interval));
     InstallSummary {
         app: install.spec.app.clone(),
         phase: status.phase.map(|p| format!("{p:?}")),

@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 /// A log of `n` events in a temp dir, and the key map to verify it.
 fn log(

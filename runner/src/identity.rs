@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use ed25519_dalek::{Signer as _, SigningKey};
 
 /// File name of the key in the state dir (32 raw secret bytes, base64).
 pub const KEY_FILE: &str = "signing.key";
@@ -58,22 +58,7 @@ impl Identity {
     }
 }
 
-/// Whether `signature` (base64) is `public_key`'s (base64) signature of `message`.
-pub fn verify_signature(public_key: &str, message: &[u8], signature: &str) -> Result<(), String> {
-    let key: [u8; 32] = STANDARD
-        .decode(public_key)
-        .ok()
-        .and_then(|b| b.try_into().ok())
-        .ok_or("the runner's public key is not 32 bytes of base64")?;
-    let key = VerifyingKey::from_bytes(&key).map_err(|e| format!("bad public key: {e}"))?;
-    let signature: [u8; 64] = STANDARD
-        .decode(signature)
-        .ok()
-        .and_then(|b| b.try_into().ok())
-        .ok_or("signature is not 64 bytes of base64")?;
-    key.verify_strict(message, &ed25519_dalek::Signature::from_bytes(&signature))
-        .map_err(|_| "signature does not verify with the runner's public key".to_owned())
-}
+pub use outpost_api::audit_chain::verify_signature;
 
 fn open_private(path: &Path) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;

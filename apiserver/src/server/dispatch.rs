@@ -218,6 +218,11 @@ async fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, 
         })
         .map(str::trim)
         .ok_or(ApiError::Unauthorized)?;
+    authenticate_token(state, token).await
+}
+
+/// The user a bearer token belongs to (the dashboard's session cookie carries one too).
+pub async fn authenticate_token(state: &ServerState, token: &str) -> Result<User, ApiError> {
     if let Some(user) = state.config.tokens.authenticate(token) {
         return Ok(user.clone());
     }

@@ -13,6 +13,7 @@ mod list;
 mod metrics;
 mod objects;
 mod runner_token;
+mod ui;
 mod watch;
 mod write;
 
@@ -118,11 +119,9 @@ impl ApiServer {
         })
     }
 
-    /// The HTTP routes: every path goes to one dispatcher.
+    /// The HTTP routes: the dashboard under `/ui`, every other path to one dispatcher.
     pub fn router(&self) -> Router {
-        Router::new()
-            .fallback(handle)
-            .with_state(self.state.clone())
+        ui::routes().fallback(handle).with_state(self.state.clone())
     }
 
     /// The store the server serves.

@@ -1,0 +1,118 @@
+//! What the pages show, read for the logged-in user: each kind is authorized exactly as
+//! a `list` through the API would be (a runner token sees only its install's objects),
+//! then read from the store at one revision.
+
+use std::sync::Arc;
+
+use http::Method;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::auth::{Access, User};
+use crate::object_meta::from_store;
+use crate::registry::ResourceType;
+use crate::request::RequestInfo;
+use crate::server::ServerState;
+use crate::status::ApiError;
+use crate::storage::{ListOptions, Revision};
+
+/// The API group of Outpost's kinds.
+const GROUP: &str = "outpost.dev";
+/// Their version.
+const VERSION: &str = "v1alpha1";
+
+/// The served type of an Outpost kind by plural.
+pub fn resource_type(state: &ServerState, plural: &str) -> Result<Arc<ResourceType>, ApiError> {
+    state
+        .config
+        .registry
+        .get(GROUP, VERSION, plural)
+        .ok_or_else(|| ApiError::Internal(format!("{plural}.{GROUP} is not served")))
+}
+
+/// What `user` may list of `plural` in every namespace, as the API's authorizer says.
+pub fn list_access(state: &ServerState, user: &User, plural: &str) -> Result<Access, ApiError> {
+    let info = RequestInfo::parse(
+        &Method::GET,
+        &format!("/apis/{GROUP}/{VERSION}/{plural}"),
+        false,
+    );
+    state
+        .config
+        .authorizer
+        .authorize(user, &info)
+        .map_err(ApiError::Forbidden)
+}
+
+/// Whether `access` lets the user see `object`.
+pub fn visible(access: &Access, object: &Value) -> bool {
+    match access {
+        Access::Full => true,
+        Access::Install(scope) => scope.owns(object),
+    }
+}
+
+/// Every object of `plural` the user may see, as JSON, and the revision they were read at.
+pub async fn list_values(
+    state: &ServerState,
+    user: &User,
+    plural: &str,
+) -> Result<(Vec<Value>, Revision), ApiError> {
+    let access = list_access(state, user, plural)?;
+    let rt = resource_type(state, plural)?;
+    let prefix = rt.key_prefix(None);
+    let mut objects = Vec::new();
+    let mut token = None;
+    loop {
+        let page = state
+            .store
+            .list(
+                &prefix,
+                ListOptions {
+                    limit: Some(500),
+                    continue_token: token.take(),
+                    revision: None,
+                },
+            )
+            .await
+            .map_err(|e| ApiError::Internal(format!("cannot list {plural}: {e}")))?;
+        for kv in &page.items {
+            let object = from_store(kv)?;
+            if visible(&access, &object) {
+                objects.push(object);
+            }
+        }
+        match page.continue_token {
+            Some(next) => token = Some(next),
+            None => return Ok((objects, page.revision)),
+        }
+    }
+}
+
+/// Every object of `plural` the user may see, typed (objects that do not decode as `K`
+/// are skipped with a warning: the page shows what it can).
+pub async fn list<K: DeserializeOwned>(
+    state: &ServerState,
+    user: &User,
+    plural: &str,
+) -> Result<Vec<K>, ApiError> {
+    let (values, _) = list_values(state, user, plural).await?;
+    Ok(decode_all(plural, values))
+}
+
+/// Decodes objects as `K`, skipping (and logging) those that do not decode.
+pub fn decode_all<K: DeserializeOwned>(
+    plural: &str,
+    values: impl IntoIterator<Item = Value>,
+) -> Vec<K> {
+    values
+        .into_iter()
+        .filter_map(|v| match serde_json::from_value(v) {
+            Ok(k) => Some(k),
+            Err(err) => {
+                tracing::warn!(resource = plural, error = %err, "dashboard skips an object it cannot decode");
+                None
+            }
+        })
+        .collect()
+}

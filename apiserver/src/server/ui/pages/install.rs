@@ -1,0 +1,291 @@
+//! One install: phase, runner health and version, the roles the customer's stack
+//! enables, components with their deployed release, the timeline of Plans, drift with a
+//! side-by-side field diff, and the audit log with its verification badge.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use maud::{Markup, html};
+use outpost_api::audit_chain::{Source, verify};
+use outpost_api::{AuditEvent, DriftReport, EntityKind, EntityRef, InstallStack, Plan, Runner};
+
+use super::super::cells::{self, FleetObjects};
+use super::super::data::list;
+use super::super::events::load_fleet;
+use super::super::session::Session;
+use super::layout::{api_error, error_page, page as shell, short, when};
+use super::plan::{duration, phase_pill, role_text, verdict_pills};
+use crate::server::ServerState;
+use crate::status::ApiError;
+
+/// How many audit events the page lists (the badge verifies all of them).
+const AUDIT_ROWS: usize = 50;
+
+/// `GET /ui/installs/{namespace}/{name}`.
+pub async fn page(
+    session: Session,
+    State(state): State<Arc<ServerState>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    match render(&session, &state, &namespace, &name).await {
+        Ok(Some(body)) => shell(
+            &format!("{namespace}/{name}"),
+            "fleet",
+            Some(&session),
+            body,
+        )
+        .into_response(),
+        Ok(None) => error_page(
+            Some(&session),
+            StatusCode::NOT_FOUND,
+            &format!("installs.outpost.dev {name:?} not found in namespace {namespace:?}"),
+        ),
+        Err(err) => api_error(Some(&session), &err),
+    }
+}
+
+fn of<'a, T>(
+    items: &'a [T],
+    namespace: &str,
+    ns: impl Fn(&T) -> Option<&String>,
+) -> impl Iterator<Item = &'a T> {
+    let namespace = namespace.to_owned();
+    items
+        .iter()
+        .filter(move |i| ns(i).map(String::as_str) == Some(namespace.as_str()))
+}
+
+async fn render(
+    session: &Session,
+    state: &ServerState,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Markup>, ApiError> {
+    let objects: FleetObjects = load_fleet(state, &session.user).await?;
+    let Some(install) = objects.installs.iter().find(|i| {
+        i.metadata.namespace.as_deref() == Some(namespace)
+            && i.metadata.name.as_deref() == Some(name)
+    }) else {
+        return Ok(None);
+    };
+    let stacks: Vec<InstallStack> = list(state, &session.user, "installstacks").await?;
+    let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
+    let now = Time(jiff::Timestamp::now());
+    let runners: Vec<&Runner> = of(&objects.runners, namespace, |r| {
+        r.metadata.namespace.as_ref()
+    })
+    .filter(|r| r.spec.install == name)
+    .collect();
+    let stack =
+        of(&stacks, namespace, |s| s.metadata.namespace.as_ref()).find(|s| s.spec.install == name);
+    let mut plans: Vec<&Plan> = of(&objects.plans, namespace, |p| p.metadata.namespace.as_ref())
+        .filter(|p| p.spec.install == name)
+        .collect();
+    plans.sort_by(|a, b| {
+        let created = |p: &Plan| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        created(b)
+            .cmp(&created(a))
+            .then_with(|| b.metadata.name.cmp(&a.metadata.name))
+    });
+    let mut drift: Vec<&DriftReport> =
+        of(&objects.drift, namespace, |d| d.metadata.namespace.as_ref())
+            .filter(|d| d.spec.install == name)
+            .collect();
+    drift.sort_by_key(|d| (d.spec.in_sync, d.spec.entity.name.clone()));
+    let mut events: Vec<&AuditEvent> = of(&audit, namespace, |e| e.metadata.namespace.as_ref())
+        .filter(|e| e.spec.install == name)
+        .collect();
+    events.sort_by_key(|e| e.spec.sequence);
+    let online = cells::runner_online(&objects, install, &now);
+    let fleet = cells::fleet(&objects, &now);
+    let row = fleet
+        .rows
+        .iter()
+        .find(|r| r.namespace == namespace && r.name == name);
+    let status = install.status.clone().unwrap_or_default();
+    let newest_runner = runners.iter().max_by_key(|r| {
+        r.status
+            .as_ref()
+            .and_then(|s| s.last_heartbeat.as_ref())
+            .map(|t| t.0)
+    });
+    Ok(Some(html! {
+        h1 { "Install " (namespace) "/" (name) }
+        div.card {
+            dl.kv {
+                dt { "App" } dd { (install.spec.app) }
+                dt { "Phase" } dd #phase { span.pill { (status.phase.map_or("Pending".into(), |p| format!("{p:?}"))) } }
+                dt { "Cloud" } dd { (format!("{:?}", install.spec.cloud.provider).to_lowercase()) " " (install.spec.cloud.account_id) " " (install.spec.cloud.region) }
+                dt { "Approval" } dd { (format!("{:?}", install.spec.approval_mode())) }
+                dt { "Runner" } dd #runner {
+                    @if online { span.pill.ok { "online" } } @else { span.pill.bad { "offline" } }
+                    @if let Some(r) = newest_runner {
+                        " " (r.metadata.name.as_deref().unwrap_or_default()) " · version " code { (r.spec.version) }
+                        @if let Some(beat) = r.status.as_ref().and_then(|s| s.last_heartbeat.as_ref()) {
+                            " · last heartbeat " (when(beat, &now))
+                        }
+                    } @else { " no runner registered" }
+                }
+                dt { "Enabled roles" } dd #roles {
+                    @match stack.and_then(|s| s.status.as_ref()) {
+                        Some(s) if !s.enabled_roles.is_empty() => {
+                            @for role in &s.enabled_roles { span.pill.info { (role) } " " }
+                            @if let Some(at) = &s.reported_at { span.muted { " reported " (when(at, &now)) } }
+                        }
+                        _ => {
+                            @if let Some(r) = newest_runner.and_then(|r| r.status.as_ref()).filter(|s| !s.enabled_roles.is_empty()) {
+                                @for role in &r.enabled_roles { span.pill.info { (role) } " " }
+                                span.muted { " (as the runner reports them)" }
+                            } @else { span.muted { "not reported by the customer's stack yet" } }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Components" }
+        table #components {
+            thead { tr { th { "Component" } th { "State" } th { "Phase" } th { "Release" } th { "Latest plan" } } }
+            tbody {
+                @if let Some(row) = row {
+                    @for (component, cell) in &row.cells {
+                        @let st = status.components.iter().find(|c| &c.name == component);
+                        tr id={ "component-" (component) } {
+                            td { (component) }
+                            td { span class={ "cell s-" (cell.state.slug()) } data-state=(cell.state.slug()) { (cell.text) } }
+                            td { (st.and_then(|s| s.phase).map_or("—".into(), |p| format!("{p:?}"))) }
+                            td { code { (st.and_then(|s| s.release.as_deref()).map_or("—", short_hash)) } }
+                            td { @if let Some(plan) = &cell.plan { a href={ "/ui/plans/" (namespace) "/" (plan) } { (plan) } } @else { "—" } }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Drift" }
+        @if drift.is_empty() {
+            p.muted { "No drift reports yet: the runner reports after a component's first successful deploy." }
+        }
+        @for report in &drift { (drift_card(report, namespace, &now)) }
+        h2 { "Plans" }
+        table #plans {
+            thead { tr { th { "Created" } th { "Plan" } th { "Operation" } th { "Entity" } th { "Role (level)" } th { "Policies" } th { "Duration" } th { "Result" } } }
+            tbody {
+                @for plan in &plans {
+                    tr {
+                        td { (plan.metadata.creation_timestamp.as_ref().map(|t| when(t, &now)).unwrap_or_default()) }
+                        td { a href={ "/ui/plans/" (namespace) "/" (plan.metadata.name.as_deref().unwrap_or_default()) } { (plan.metadata.name.as_deref().unwrap_or_default()) } }
+                        td { (plan.spec.operation) }
+                        td { (entity_text(&plan.spec.entity)) }
+                        td { (role_text(plan)) }
+                        td { (verdict_pills(plan.status.as_ref().map(|s| &s.verdicts[..]).unwrap_or_default())) }
+                        td { (duration(plan)) }
+                        td { (phase_pill(plan)) }
+                    }
+                }
+            }
+        }
+        h2 { "Audit log" }
+        (audit_card(name, &runners, &events, &now))
+    }))
+}
+
+fn short_hash(hash: &str) -> &str {
+    let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
+    &hex[..hex.len().min(12)]
+}
+
+/// `component web`, `action migrate`, `sandbox`.
+pub fn entity_text(entity: &EntityRef) -> String {
+    match entity.kind {
+        EntityKind::Sandbox => "sandbox".into(),
+        EntityKind::Component => format!("component {}", entity.name),
+        EntityKind::Action => format!("action {}", entity.name),
+    }
+}
+
+fn drift_card(report: &DriftReport, namespace: &str, now: &Time) -> Markup {
+    let spec = &report.spec;
+    html! {
+        div.card id={ "drift-" (spec.entity.name) } data-in-sync=(spec.in_sync) {
+            p {
+                b { (entity_text(&spec.entity)) } " "
+                @if spec.in_sync { span.pill.ok { "in sync" } } @else { span.pill.warn { "drifted" } }
+                span.muted {
+                    " observed " (when(&spec.observed_at, now))
+                    @if let Some(since) = &spec.drifted_since { " · drifted since " (when(since, now)) }
+                    @if let Some(plan) = &spec.plan { " · baseline " a href={ "/ui/plans/" (namespace) "/" (plan) } { (plan) } }
+                }
+            }
+            @if !spec.diff.is_empty() {
+                table.diff {
+                    thead { tr { th { "Field" } th { "Change" } th { "Applied" } th { "Live" } } }
+                    tbody {
+                        @for entry in &spec.diff {
+                            tr {
+                                td { (entry.path) }
+                                td { (format!("{:?}", entry.op).to_lowercase()) }
+                                td.desired { (short(entry.desired.as_ref())) }
+                                td.live { (short(entry.live.as_ref())) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !spec.verdicts.is_empty() {
+                p { "Policies: " (verdict_pills(&spec.verdicts)) }
+            }
+        }
+    }
+}
+
+fn audit_card(install: &str, runners: &[&Runner], events: &[&AuditEvent], now: &Time) -> Markup {
+    let keys: BTreeMap<String, String> = runners
+        .iter()
+        .map(|r| {
+            (
+                r.metadata.name.clone().unwrap_or_default(),
+                r.spec.public_key.clone(),
+            )
+        })
+        .collect();
+    let names: Vec<String> = events
+        .iter()
+        .map(|e| e.metadata.name.clone().unwrap_or_default())
+        .collect();
+    let specs: Vec<_> = events.iter().map(|e| e.spec.clone()).collect();
+    let verdict = verify(install, &specs, Source::Objects(&names), &keys);
+    html! {
+        div.card #audit {
+            p {
+                @match &verdict {
+                    Ok(n) => { span.pill.ok #audit-badge data-verified="true" { "verified" } " " (n) " events: hash chain and runner signatures check out" }
+                    Err(failures) => {
+                        span.pill.bad #audit-badge data-verified="false" { "broken" } " " (failures.len()) " failure(s)"
+                        ul { @for f in failures { li { (f) } } }
+                    }
+                }
+            }
+            @if !events.is_empty() {
+                table {
+                    thead { tr { th { "Seq" } th { "Time" } th { "Type" } th { "Plan" } th { "Entity" } th { "Role" } } }
+                    tbody {
+                        @for e in events.iter().rev().take(AUDIT_ROWS) {
+                            tr {
+                                td.num { (e.spec.sequence) }
+                                td { (when(&e.spec.timestamp, now)) }
+                                td { (serde_json::to_value(e.spec.type_).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()) }
+                                td { (e.spec.plan.as_deref().unwrap_or("—")) }
+                                td { (e.spec.entity.as_ref().map(|e| e.name.as_str()).unwrap_or("—")) }
+                                td { (e.spec.role.as_deref().unwrap_or("—")) }
+                            }
+                        }
+                    }
+                }
+                @if events.len() > AUDIT_ROWS { p.muted { "the newest " (AUDIT_ROWS) " of " (events.len()) " events" } }
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! One Plan: what it does and under which role (and which level of the precedence
+//! chain chose it), the rendered desired state, the real diff the runner computed,
+//! policy results, its log, and approve/deny while it is `AwaitingApproval`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use maud::{Markup, html};
+use outpost_api::{AuditEvent, AuditEventType, Enforcement, Plan, PlanPhase, RoleLevel, Verdict};
+
+use super::super::data::list;
+use super::super::session::Session;
+use super::install::entity_text;
+use super::layout::{api_error, error_page, page as shell, pretty, when, yaml};
+use crate::server::ServerState;
+use crate::status::ApiError;
+
+/// `GET /ui/plans/{namespace}/{name}`.
+pub async fn page(
+    session: Session,
+    State(state): State<Arc<ServerState>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    match render(&session, &state, &namespace, &name).await {
+        Ok(Some(body)) => {
+            shell(&format!("plan {name}"), "fleet", Some(&session), body).into_response()
+        }
+        Ok(None) => error_page(
+            Some(&session),
+            StatusCode::NOT_FOUND,
+            &format!("plans.outpost.dev {name:?} not found in namespace {namespace:?}"),
+        ),
+        Err(err) => api_error(Some(&session), &err),
+    }
+}
+
+/// Where the role came from: the level of the precedence chain, numbered as documented.
+pub fn level_text(level: RoleLevel) -> &'static str {
+    match level {
+        RoleLevel::Override => "1 · runtime override",
+        RoleLevel::BreakGlass => "2 · break-glass role",
+        RoleLevel::Entity => "3 · entity role",
+        RoleLevel::Matrix => "4 · matrix rule",
+        RoleLevel::Default => "5 · default role",
+    }
+}
+
+/// `ROLE (LEVEL)` of a Plan, or `—` before the gate resolved it.
+pub fn role_text(plan: &Plan) -> Markup {
+    html! {
+        @if let Some(role) = plan.status.as_ref().and_then(|s| s.role.as_ref()) {
+            code { (role.name) } " " span.muted { "(" (level_text(role.level)) @if let Some(rule) = &role.rule { ": " (rule) } ")" }
+        } @else { "—" }
+    }
+}
+
+/// One pill per policy verdict.
+pub fn verdict_pills(verdicts: &[Verdict]) -> Markup {
+    html! {
+        @if verdicts.is_empty() { span.muted { "no policy applies" } }
+        @for v in verdicts {
+            @let class = if v.denied { "pill bad" } else if v.messages.is_empty() { "pill ok" } else { "pill warn" };
+            @let what = if v.denied { "denied" } else if v.messages.is_empty() { "passed" } else { "warned" };
+            span class=(class) title=(v.messages.join("\n")) { (v.policy) ": " (what) } " "
+        }
+    }
+}
+
+/// How long the Plan ran.
+pub fn duration(plan: &Plan) -> String {
+    let status = plan.status.as_ref();
+    match (
+        status.and_then(|s| s.started_at.as_ref()),
+        status.and_then(|s| s.finished_at.as_ref()),
+    ) {
+        (Some(start), Some(end)) => {
+            let ms = end.0.as_millisecond() - start.0.as_millisecond();
+            format!("{:.1} s", ms as f64 / 1000.0)
+        }
+        (Some(_), None) => "running".into(),
+        _ => "—".into(),
+    }
+}
+
+/// The Plan's phase as a coloured pill.
+pub fn phase_pill(plan: &Plan) -> Markup {
+    let phase = plan.status.as_ref().and_then(|s| s.phase);
+    let class = match phase {
+        Some(PlanPhase::Succeeded) => "pill ok",
+        Some(PlanPhase::Failed | PlanPhase::Denied) => "pill bad",
+        Some(PlanPhase::AwaitingApproval) => "pill warn",
+        _ => "pill info",
+    };
+    html! { span class=(class) data-phase=(phase.map_or("Pending".into(), |p| format!("{p:?}"))) { (phase.map_or("Pending".into(), |p| format!("{p:?}"))) } }
+}
+
+async fn render(
+    session: &Session,
+    state: &ServerState,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Markup>, ApiError> {
+    let plans: Vec<Plan> = list(state, &session.user, "plans").await?;
+    let Some(plan) = plans.iter().find(|p| {
+        p.metadata.namespace.as_deref() == Some(namespace)
+            && p.metadata.name.as_deref() == Some(name)
+    }) else {
+        return Ok(None);
+    };
+    let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
+    let mut events: Vec<&AuditEvent> = audit
+        .iter()
+        .filter(|e| {
+            e.metadata.namespace.as_deref() == Some(namespace)
+                && e.spec.plan.as_deref() == Some(name)
+        })
+        .collect();
+    events.sort_by_key(|e| e.spec.sequence);
+    let now = Time(jiff::Timestamp::now());
+    let spec = &plan.spec;
+    let status = plan.status.clone().unwrap_or_default();
+    let awaiting = status.phase == Some(PlanPhase::AwaitingApproval);
+    let rv = plan.metadata.resource_version.clone().unwrap_or_default();
+    let runner_diffs: Vec<&AuditEvent> = events
+        .iter()
+        .copied()
+        .filter(|e| e.spec.type_ == AuditEventType::Plan)
+        .collect();
+    let runner_verdicts: Vec<&AuditEvent> = events
+        .iter()
+        .copied()
+        .filter(|e| e.spec.type_ == AuditEventType::Verdict)
+        .collect();
+    Ok(Some(html! {
+        h1 { "Plan " (name) " " (phase_pill(plan)) }
+        div.card {
+            dl.kv {
+                dt { "Install" } dd { a href={ "/ui/installs/" (namespace) "/" (spec.install) } { (namespace) "/" (spec.install) } }
+                dt { "Operation" } dd { (spec.operation) " of " (entity_text(&spec.entity)) }
+                @if let Some(reason) = &spec.reason { dt { "Reason" } dd { (reason) } }
+                dt { "Role" } dd #role { (role_text(plan)) }
+                dt { "Content hash" } dd { code { (spec.content_hash.as_deref().unwrap_or("—")) } }
+                @if let Some(a) = &status.approval {
+                    dt { "Approved" } dd #approval { "by " b { (a.by) } " " (when(&a.at, &now)) ", bound to " code { (a.content_hash) } }
+                }
+                @if let Some(by) = &status.claimed_by { dt { "Claimed by" } dd { (by) } }
+                @if let Some(t) = &plan.metadata.creation_timestamp { dt { "Created" } dd { (when(t, &now)) } }
+                dt { "Duration" } dd { (duration(plan)) }
+                @if let Some(message) = &status.message { dt { "Message" } dd #message { (message) } }
+            }
+        }
+        @if awaiting {
+            div.card #decide {
+                p { "This Plan waits for an admin's approval, bound to its content hash." }
+                div.actions {
+                    form method="post" action={ "/ui/plans/" (namespace) "/" (name) "/approve" } {
+                        input type="hidden" name="csrf" value=(session.csrf());
+                        input type="hidden" name="resource_version" value=(rv);
+                        button #approve type="submit" { "Approve" }
+                    }
+                    form method="post" action={ "/ui/plans/" (namespace) "/" (name) "/deny" } {
+                        input type="hidden" name="csrf" value=(session.csrf());
+                        input type="hidden" name="resource_version" value=(rv);
+                        input type="text" name="reason" placeholder="reason for denying";
+                        button.danger #deny type="submit" { "Deny" }
+                    }
+                }
+                @if !session.is_admin() { p.muted { "You are logged in as a viewer: only admins may approve or deny." } }
+            }
+        }
+        h2 { "Policy results" }
+        div.card #verdicts {
+            p { "Control plane, on the rendered desired state: " (verdict_pills(&status.verdicts)) }
+            @for v in &status.verdicts {
+                @for m in &v.messages {
+                    p.muted { (v.policy) " (" (match v.enforcement { Enforcement::Deny => "deny", Enforcement::Warn => "warn" }) "): " (m) }
+                }
+            }
+            @if !runner_verdicts.is_empty() {
+                p { "Runner, on the real diff:" }
+                pre { @for e in &runner_verdicts { (e.spec.details.as_ref().map(pretty).unwrap_or_default()) "\n" } }
+            }
+        }
+        h2 { "The runner's diff" }
+        @if runner_diffs.is_empty() {
+            p.muted { "The runner has not planned this yet." }
+        } @else {
+            @for e in &runner_diffs {
+                @let details = e.spec.details.clone().unwrap_or_default();
+                p.muted { (details.get("executor").and_then(|v| v.as_str()).unwrap_or("executor")) " · "
+                    (if details.get("changes").and_then(serde_json::Value::as_bool).unwrap_or(false) { "changes" } else { "no changes" }) }
+                pre #runner-diff { (details.get("summary").map(|s| s.as_str().map(str::to_owned).unwrap_or_else(|| pretty(s))).unwrap_or_default()) }
+            }
+        }
+        h2 { "Rendered desired state" }
+        pre #desired-state { (spec.desired_state.as_ref().map(yaml).unwrap_or_else(|| "—".into())) }
+        h2 { "Log" }
+        pre #log { (status.log.as_deref().unwrap_or("(nothing yet)")) }
+    }))
+}

@@ -1,0 +1,560 @@
+//! The dashboard (`/ui`) in headless Chromium, driven over WebDriver (chromedriver,
+//! fantoccini), against real processes: `outpost server` with `outpost controllers`, a
+//! stand-in cluster, and `outpost runner` with real terraform. The install is in
+//! `prompt` approval mode, so its Plans wait for an admin.
+//!
+//! As a viewer: log in, open the sandbox Plan that waits, click Approve — refused with
+//! the API's 403, and the Plan still waits. As an admin: approve it and the component's
+//! Plan by clicking; the install becomes Active and the fleet matrix shows the cell in
+//! sync. A `kubectl edit` of the Deployment in the stand-in turns the cell drifted on the
+//! open page without a reload (server-sent events); the cell opens the install page
+//! with the side-by-side diff (`spec.replicas` applied 2, live 5) and the verified audit
+//! log. A screenshot of every page goes to `$CARGO_TARGET_TMPDIR/ui-screenshots/`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use kube_client::api::{Api, ListParams};
+use outpost_api::{DriftReport, Install, Plan, PlanPhase};
+use outpost_e2e::{Backend, ControlPlane, Process, eventually, on_path, outpost_binary};
+
+const INSTALL: &str = "acme";
+
+/// The App (a terraform sandbox and one Deployment), a drift policy, and an install
+/// whose Plans wait for approval.
+fn objects(sandbox: &Path) -> String {
+    format!(
+        r#"apiVersion: outpost.dev/v1alpha1
+kind: App
+metadata:
+  name: drift-app
+spec:
+  permissions:
+    roles:
+      - name: drift-provision
+        type: provision
+      - name: drift-maintenance
+        type: maintenance
+      - name: drift-deprovision
+        type: deprovision
+  sandbox:
+    type: terraform_module
+    source: {sandbox}
+---
+apiVersion: outpost.dev/v1alpha1
+kind: Component
+metadata:
+  name: web
+spec:
+  app: drift-app
+  type: kubernetes_manifest
+  manifest:
+    namespace: shop
+    content: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: web
+        labels:
+          app.kubernetes.io/name: web
+      spec:
+        replicas: 2
+        selector:
+          matchLabels:
+            app.kubernetes.io/name: web
+        template:
+          metadata:
+            labels:
+              app.kubernetes.io/name: web
+          spec:
+            containers:
+              - name: web
+                image: nginx:1.27
+---
+apiVersion: outpost.dev/v1alpha1
+kind: Policy
+metadata:
+  name: replicas-pinned
+spec:
+  app: drift-app
+  inputs:
+    - drift
+  enforcement: warn
+  module: |
+    package outpost.replicas_pinned
+
+    deny contains msg if {{
+      some d in input.diff
+      endswith(d.path, ".spec.replicas")
+      msg := sprintf("replicas changed from %v to %v", [d.desired, d.live])
+    }}
+---
+apiVersion: outpost.dev/v1alpha1
+kind: Install
+metadata:
+  name: {INSTALL}
+  labels:
+    tier: gold
+spec:
+  app: drift-app
+  approvalMode: prompt
+  cloud:
+    provider: aws
+    accountId: "111122223333"
+    region: eu-west-1
+"#,
+        sandbox = sandbox.display()
+    )
+}
+
+/// chromedriver on a free port and a headless Chromium session through it.
+struct Browser {
+    client: Client,
+    _driver: Process,
+    shots: PathBuf,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Process::new(
+            Command::new(on_path("chromedriver"))
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("chromedriver starts"),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let capabilities = serde_json::json!({
+            // The control plane's certificate is signed by the test's own CA.
+            "acceptInsecureCerts": true,
+            "goog:chromeOptions": {
+                "binary": on_path("chromium"),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1400,1000"],
+            },
+        });
+        let capabilities = match capabilities {
+            serde_json::Value::Object(map) => map,
+            _ => unreachable!("an object literal"),
+        };
+        let client = eventually(30, "chromedriver to accept a session", async || {
+            ClientBuilder::new(HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+                .ok()
+        })
+        .await;
+        let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
+        std::fs::create_dir_all(&shots).unwrap();
+        println!("dashboard screenshots: {}", shots.display());
+        Browser {
+            client,
+            _driver: driver,
+            shots,
+        }
+    }
+
+    /// Saves a PNG of the whole page as `<name>.png`.
+    async fn screenshot(&self, name: &str) {
+        // Grow the window to the page's height so the screenshot holds all of it.
+        let height = self
+            .client
+            .execute("return document.documentElement.scrollHeight;", vec![])
+            .await
+            .ok()
+            .and_then(|v| v.as_u64())
+            .unwrap_or(1000)
+            .clamp(600, 4000);
+        let _ = self.client.set_window_size(1400, height as u32 + 120).await;
+        let _ = self.client.execute("window.scrollTo(0, 0);", vec![]).await;
+        let png = self.client.screenshot().await.expect("a screenshot");
+        let path = self.shots.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        println!("screenshot: {}", path.display());
+    }
+
+    /// The `data-state` of a fleet cell.
+    async fn cell_state(&self, id: &str) -> Option<String> {
+        let cell = self
+            .client
+            .find(Locator::Css(&format!("[data-cell='{id}']")))
+            .await
+            .ok()?;
+        cell.attr("data-state").await.ok()?
+    }
+
+    /// The element `css` selects, once the page (a click may still be loading the next
+    /// one) has it.
+    async fn find(&self, css: &str) -> Element {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.find(css).await.text().await.unwrap()
+    }
+
+    async fn log_in(&self, base: &str, token: &str) {
+        self.client.goto(&format!("{base}/ui")).await.unwrap();
+        // Not logged in: the dashboard sends the browser to the login form.
+        let url = self.client.current_url().await.unwrap();
+        assert_eq!(url.path(), "/ui/login", "{url}");
+        let form = self.client.form(Locator::Css("form")).await.unwrap();
+        form.set_by_name("token", token).await.unwrap();
+        form.submit().await.unwrap();
+        eventually(20, "the fleet page after logging in", async || {
+            let url = self.client.current_url().await.ok()?;
+            (url.path() == "/ui").then_some(())
+        })
+        .await;
+        self.find("#counts").await;
+    }
+
+    async fn log_out(&self) {
+        self.find("header .who button").await.click().await.unwrap();
+        eventually(20, "the login page after logging out", async || {
+            let url = self.client.current_url().await.ok()?;
+            (url.path() == "/ui/login").then_some(())
+        })
+        .await;
+    }
+}
+
+/// Mints the install's runner token with `outpost token`, as an admin would.
+fn mint(cp: &ControlPlane) -> String {
+    let out = Command::new(outpost_binary())
+        .args(["token", &format!("default/{INSTALL}"), "--kubeconfig"])
+        .arg(cp.kubeconfig(&cp.admin_token))
+        .output()
+        .expect("outpost token runs");
+    assert!(
+        out.status.success(),
+        "outpost token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {
+    let child = Command::new(outpost_binary())
+        .args(["runner", "--server", &cp.url, "--token", token])
+        .arg("--certificate-authority")
+        .arg(&cp.tls.ca)
+        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
+        .arg(dir.join("state"))
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig(&cluster.admin_token))
+        .args(["--terraform", "terraform", "--heartbeat-seconds", "1"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("outpost runner starts");
+    Process::new(child)
+}
+
+/// The install's Plan of `entity` once it waits for approval.
+async fn awaiting(plans: &Api<Plan>, entity: &str) -> String {
+    eventually(
+        90,
+        &format!("the {entity} Plan to await approval"),
+        async || {
+            plans
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|p| {
+                    p.spec.entity.name == entity
+                        && p.status.as_ref().and_then(|s| s.phase)
+                            == Some(PlanPhase::AwaitingApproval)
+                })?
+                .metadata
+                .name
+        },
+    )
+    .await
+}
+
+fn phase(plan: &Plan) -> Option<PlanPhase> {
+    plan.status.as_ref().and_then(|s| s.phase)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
+    let started = Instant::now();
+    let cp = ControlPlane::start(Backend::Embedded).await;
+    let cluster = ControlPlane::start_standin_cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = dir.path().join("sandbox");
+    std::fs::create_dir_all(&sandbox).unwrap();
+    std::fs::write(
+        sandbox.join("main.tf"),
+        "output \"ready\" {\n  value = true\n}\n",
+    )
+    .unwrap();
+    let file = dir.path().join("app.yaml");
+    std::fs::write(&file, objects(&sandbox)).unwrap();
+    cp.kubectl().ok(&["apply", "-f", file.to_str().unwrap()]);
+    let _controllers = cp.start_controllers("dashboard");
+    let token = mint(&cp);
+    let _runner = start_runner(&cp, &cluster, &token, dir.path());
+    let client = cp.client().await;
+    let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
+    let installs: Api<Install> = Api::namespaced(client.clone(), "default");
+    let reports: Api<DriftReport> = Api::namespaced(client.clone(), "default");
+    let browser = Browser::start().await;
+    let b = &browser.client;
+    let base = cp.url.clone();
+
+    // The login page; a wrong token is refused with a message.
+    b.goto(&format!("{base}/ui/login")).await.unwrap();
+    let form = b.form(Locator::Css("form")).await.unwrap();
+    form.set_by_name("token", "not-a-token").await.unwrap();
+    form.submit().await.unwrap();
+    assert!(browser.text("#login-error").await.contains("not valid"));
+    browser.screenshot("login").await;
+
+    // A viewer sees the Plan waiting but is refused when approving it.
+    let sandbox_plan = awaiting(&plans, "sandbox").await;
+    browser.log_in(&base, &cp.viewer_token).await;
+    b.goto(&format!("{base}/ui/plans/default/{sandbox_plan}"))
+        .await
+        .unwrap();
+    browser.find("#approve").await.click().await.unwrap();
+    let refused = browser.find("#error").await;
+    assert_eq!(
+        refused.attr("data-status").await.unwrap().as_deref(),
+        Some("403")
+    );
+    let message = browser.text("#error").await;
+    assert!(
+        message.contains("403 Forbidden")
+            && message.contains("User \"viewer\" cannot patch resource \"plans/status\""),
+        "{message}"
+    );
+    browser.screenshot("refused").await;
+    let still = plans.get(&sandbox_plan).await.unwrap();
+    assert_eq!(phase(&still), Some(PlanPhase::AwaitingApproval));
+    assert!(still.status.unwrap().approval.is_none());
+    browser.log_out().await;
+
+    // An admin approves the sandbox's Plan, then the component's, by clicking; a form
+    // with a forged CSRF token is refused first.
+    browser.log_in(&base, &cp.admin_token).await;
+    b.goto(&format!("{base}/ui/plans/default/{sandbox_plan}"))
+        .await
+        .unwrap();
+    b.execute(
+        "document.querySelectorAll('input[name=csrf]').forEach(i => i.value = 'forged');",
+        vec![],
+    )
+    .await
+    .unwrap();
+    browser.find("#approve").await.click().await.unwrap();
+    let forged = browser.text("#error").await;
+    assert!(
+        forged.contains("403") && forged.contains("CSRF"),
+        "{forged}"
+    );
+    assert_eq!(
+        phase(&plans.get(&sandbox_plan).await.unwrap()),
+        Some(PlanPhase::AwaitingApproval)
+    );
+    // A malformed filter is a 400 that says why.
+    b.goto(&format!("{base}/ui?label=tier%3D%3D%3D"))
+        .await
+        .unwrap();
+    let bad = browser.text("#error").await;
+    assert!(
+        bad.contains("400") && bad.contains("invalid label selector"),
+        "{bad}"
+    );
+    for entity in ["sandbox", "web"] {
+        let name = awaiting(&plans, entity).await;
+        b.goto(&format!("{base}/ui/plans/default/{name}"))
+            .await
+            .unwrap();
+        if entity == "web" {
+            browser.screenshot("plan-awaiting").await;
+        }
+        browser.find("#approve").await.click().await.unwrap();
+        // Back on the Plan's page, approved by the admin and bound to its content hash.
+        let approval = browser.text("#approval").await;
+        assert!(approval.contains("by admin"), "{approval}");
+        let plan = plans.get(&name).await.unwrap();
+        let approved = plan.status.as_ref().unwrap().approval.clone().unwrap();
+        assert_eq!(approved.by, "admin");
+        assert_eq!(Some(approved.content_hash), plan.spec.content_hash);
+        eventually(120, &format!("{name} to succeed"), async || {
+            (phase(&plans.get(&name).await.ok()?) == Some(PlanPhase::Succeeded)).then_some(())
+        })
+        .await;
+    }
+    eventually(60, "the install to be Active", async || {
+        let phase = installs.get(INSTALL).await.ok()?.status?.phase?;
+        (format!("{phase:?}") == "Active").then_some(())
+    })
+    .await;
+    eventually(30, "a first, in-sync drift report", async || {
+        reports
+            .get_opt("acme-web")
+            .await
+            .ok()??
+            .spec
+            .in_sync
+            .then_some(())
+    })
+    .await;
+
+    // The fleet matrix shows the cell in sync, and turns it drifted, live.
+    b.goto(&format!("{base}/ui")).await.unwrap();
+    let cell = "default/acme/web";
+    eventually(30, "the web cell in sync", async || {
+        (browser.cell_state(cell).await? == "in-sync").then_some(())
+    })
+    .await;
+    eventually(10, "the page's event stream", async || {
+        let live = b
+            .find(Locator::Css("body"))
+            .await
+            .ok()?
+            .attr("data-live")
+            .await
+            .ok()??;
+        (live == "connected").then_some(())
+    })
+    .await;
+    browser.screenshot("fleet").await;
+    // A marker that a reload would wipe out.
+    b.execute("window.notReloaded = true;", vec![])
+        .await
+        .unwrap();
+    let edit = Instant::now();
+    let editor = dir.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/replicas: 2$/replicas: 5/' \"$1\"\n",
+    )
+    .unwrap();
+    assert!(
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&editor)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let edited = cluster
+        .kubectl()
+        .command()
+        .env("KUBE_EDITOR", &editor)
+        .env("EDITOR", &editor)
+        .args(["edit", "deployment", "web", "-n", "shop"])
+        .output()
+        .unwrap();
+    assert!(
+        edited.status.success(),
+        "kubectl edit: {}",
+        String::from_utf8_lossy(&edited.stderr)
+    );
+    eventually(
+        60,
+        "the web cell to turn drifted on the open page",
+        async || (browser.cell_state(cell).await? == "drifted").then_some(()),
+    )
+    .await;
+    println!(
+        "dashboard: kubectl edit → cell drifted in the browser in {} ms",
+        edit.elapsed().as_millis()
+    );
+    let kept = b
+        .execute("return window.notReloaded === true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(kept, serde_json::json!(true), "the page reloaded");
+    assert_eq!(
+        browser.text(&format!("[data-cell='{cell}']")).await,
+        "drifted · 1 field"
+    );
+    assert_eq!(browser.text("[data-count='drifted']").await, "1");
+    browser.screenshot("fleet-drifted").await;
+
+    // The cell opens the install page: the field diff side by side, the audit log verified.
+    b.find(Locator::Css(&format!("[data-cell='{cell}']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(20, "the install page", async || {
+        let url = b.current_url().await.ok()?;
+        (url.path() == "/ui/installs/default/acme").then_some(())
+    })
+    .await;
+    let diff = browser.find("#drift-web table.diff tbody tr").await;
+    let columns: Vec<String> = {
+        let mut texts = Vec::new();
+        for td in diff.find_all(Locator::Css("td")).await.unwrap() {
+            texts.push(td.text().await.unwrap());
+        }
+        texts
+    };
+    assert_eq!(
+        columns,
+        ["Deployment/shop/web.spec.replicas", "changed", "2", "5"],
+        "applied and live side by side"
+    );
+    let badge = browser.find("#audit-badge").await;
+    assert_eq!(
+        badge.attr("data-verified").await.unwrap().as_deref(),
+        Some("true")
+    );
+    assert!(browser.text("#runner").await.contains("online"));
+    // No customer stack here (no --stack): the page says the roles are not reported yet.
+    assert!(browser.text("#roles").await.contains("not reported"));
+    browser.screenshot("install").await;
+
+    // The Plan page of the deploy: rendered state, the runner's diff, the log.
+    let web_plan = plans
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| p.spec.entity.name == "web")
+        .unwrap();
+    let web_plan = web_plan.metadata.name.unwrap();
+    b.goto(&format!("{base}/ui/plans/default/{web_plan}"))
+        .await
+        .unwrap();
+    assert!(browser.text("#desired-state").await.contains("replicas"));
+    assert!(!browser.text("#runner-diff").await.is_empty());
+    browser.screenshot("plan").await;
+
+    // The policies page lists the drift policy's violation.
+    b.goto(&format!("{base}/ui/policies")).await.unwrap();
+    let policy = browser.text("#policy-replicas-pinned").await;
+    assert!(policy.contains("replicas changed from 2 to 5"), "{policy}");
+    browser.screenshot("policies").await;
+
+    b.clone().close().await.unwrap();
+    println!("dashboard test took {} s", started.elapsed().as_secs());
+}
