@@ -399,9 +399,10 @@ async fn a_rollout_completes_through_etcd_and_controller_leader_failures() {
         per_release(&release1),
         per_release(&release2)
     );
-    assert!(
-        per_release(&release2) >= INSTALLS,
-        "a Plan per install moved"
+    // A sandbox provision and a web deploy per install, then a web deploy per install.
+    assert_eq!(
+        (per_release(&release1), per_release(&release2), plans.len()),
+        (2 * INSTALLS, INSTALLS, 3 * INSTALLS)
     );
 
     // Every Plan applied exactly once, by its install's runner, and Succeeded.
