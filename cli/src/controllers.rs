@@ -18,6 +18,10 @@ pub struct ControllersArgs {
     /// This replica's identity in the election (default: host name and process id).
     #[arg(long)]
     identity: Option<String>,
+    /// How long the leader's lease lasts without renewal: how long the other replicas
+    /// wait before taking over from a leader that died. It renews every third of it.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    lease_seconds: u64,
     /// The HTTPS address runners dial, written into every install stack.
     #[arg(long, env = "OUTPOST_PUBLIC_URL")]
     public_url: String,
@@ -28,7 +32,8 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     let client = args.connection.client().await?;
     let identity = args.identity.unwrap_or_else(default_identity);
     println!("outpost: controllers running as {identity}");
-    let election = Election::new(&args.lease_namespace, "outpost-controllers", &identity);
+    let mut election = Election::new(&args.lease_namespace, "outpost-controllers", &identity);
+    election.lease_duration = std::time::Duration::from_secs(args.lease_seconds);
     run_while_leader(
         client,
         election,

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use outpost_apiserver::storage::ThrowawayEtcd;
 use outpost_apiserver::tls::SelfSigned;
 
-use crate::Kubectl;
+use crate::{EtcdCluster, Kubectl};
 
 /// Which store a control plane runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +130,13 @@ impl ControlPlane {
         Self::start_with(Backend::Embedded, true).await
     }
 
+    /// Starts `outpost server` on the etcd cluster `etcd` (every member in `--store`),
+    /// on a free port, over TLS. [`ControlPlane::start_replica`] adds more replicas.
+    pub async fn start_on(etcd: &EtcdCluster) -> ControlPlane {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        Self::start_in(dir, etcd.store(), Backend::Etcd, None, false).await
+    }
+
     async fn start_with(backend: Backend, standin_cluster: bool) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
         let (store, etcd) = match backend {
@@ -145,6 +152,16 @@ impl ControlPlane {
                 )
             }
         };
+        Self::start_in(dir, store, backend, etcd, standin_cluster).await
+    }
+
+    async fn start_in(
+        dir: tempfile::TempDir,
+        store: String,
+        backend: Backend,
+        etcd: Option<ThrowawayEtcd>,
+        standin_cluster: bool,
+    ) -> ControlPlane {
         let token = || format!("{:032x}", rand::random::<u128>());
         let (admin_token, viewer_token, nobody_token) = (token(), token(), token());
         let tokens = dir.path().join("tokens.csv");
@@ -178,6 +195,42 @@ impl ControlPlane {
         }
     }
 
+    /// Another `outpost server` on the same store, with the same tokens and serving
+    /// certificate, on a port of its own: a replica, with a watch cache of its own.
+    /// Its files are copied into a temp dir of its own, so it outlives this one.
+    pub async fn start_replica(&self) -> ControlPlane {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::copy(&self.args.tokens, &tokens).expect("token file copied");
+        let pki = dir.path().join("pki");
+        std::fs::create_dir(&pki).expect("pki dir");
+        for file in [&self.tls.ca, &self.tls.cert, &self.tls.key] {
+            std::fs::copy(file, pki.join(file.file_name().expect("a file name")))
+                .expect("certificate copied");
+        }
+        let tls = SelfSigned::ensure(&pki).expect("the copied certificates");
+        let args = ServerArgs {
+            store: self.args.store.clone(),
+            tokens,
+            tls: tls.clone(),
+            standin_cluster: self.args.standin_cluster,
+        };
+        let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
+        ControlPlane {
+            child,
+            url,
+            args,
+            admin_token: self.admin_token.clone(),
+            viewer_token: self.viewer_token.clone(),
+            nobody_token: self.nobody_token.clone(),
+            tls,
+            backend: self.backend,
+            clients_url: None,
+            dir,
+            _etcd: None,
+        }
+    }
+
     /// Stops the server (SIGKILL) and starts it again on the same port and store; its
     /// watch caches start afresh, so watches from before the restart get 410.
     pub async fn restart(&mut self) {
@@ -202,11 +255,19 @@ impl ControlPlane {
     /// Starts an `outpost controllers` replica as the admin, named `identity`; it stops
     /// (SIGKILL) when the returned process is dropped.
     pub fn start_controllers(&self, identity: &str) -> Process {
+        self.start_controllers_with_lease(identity, 15)
+    }
+
+    /// [`ControlPlane::start_controllers`] with a leader-election lease of
+    /// `lease_seconds`: how long the other replicas wait for a killed leader.
+    pub fn start_controllers_with_lease(&self, identity: &str, lease_seconds: u64) -> Process {
         let child = Command::new(outpost_binary())
             .args([
                 "controllers",
                 "--identity",
                 identity,
+                "--lease-seconds",
+                &lease_seconds.to_string(),
                 "--public-url",
                 &self.url,
                 "--kubeconfig",

@@ -1,17 +1,21 @@
 //! Test support for Outpost's end-to-end tests: start the real `outpost server` on
-//! the embedded store or on a throwaway etcd, with TLS and a token file, and talk to it
+//! the embedded store, on a throwaway etcd or, in replicas, on an etcd cluster
+//! ([`EtcdCluster`]), with TLS and a token file, and talk to it
 //! with the machine's `kubectl` or a kube-rs client; run OCI registries
 //! (`docker-registry`) with a test image in them; record every API response a test's
 //! clients get ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]).
 
 mod cluster;
+mod etcd_cluster;
 pub mod helm;
 mod kubectl;
 mod raw;
 mod recording;
 mod registry;
+pub mod shop;
 
 pub use cluster::{Backend, ControlPlane, Process, outpost_binary, runner_binary};
+pub use etcd_cluster::EtcdCluster;
 pub use kubectl::{Kubectl, Run};
 pub use raw::Reply;
 pub use recording::RecordingProxy;

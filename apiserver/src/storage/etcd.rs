@@ -15,8 +15,9 @@ use super::{
 /// The production backend: an etcd cluster through `etcd-client`.
 ///
 /// Revisions, compare-and-swap, paging and watches are etcd's own; this type only
-/// translates them. Any number of endpoints may be given; the client balances and
-/// fails over between them.
+/// translates them. Any number of endpoints may be given; the client balances between
+/// them, and a request a member could not serve (gRPC `UNAVAILABLE`: the member is dead
+/// or between leaders) is tried again, so that the store fails over (see [`failover`]).
 #[derive(Clone)]
 pub struct EtcdStore {
     kv: KvClient,
@@ -39,6 +40,39 @@ impl EtcdStore {
             kv: client.kv_client(),
             watch: client.watch_client(),
         })
+    }
+}
+
+/// gRPC's `UNAVAILABLE` status code.
+const UNAVAILABLE: i32 = 14;
+/// Tries of one request while members answer `UNAVAILABLE`.
+const ATTEMPTS: u64 = 8;
+
+/// Runs `call` again (up to [`ATTEMPTS`] times, 50 ms more apart each time) while it
+/// fails with `UNAVAILABLE`. The balanced channel keeps a killed member and fails every
+/// request it routes there at once, so without this a third of the requests to a
+/// 3-member cluster fail for as long as the member is down; etcd also answers
+/// `UNAVAILABLE` while it elects a new leader.
+///
+/// Trying a write again is safe because every write is a compare-and-swap: if the first
+/// try did commit (its answer was lost), the next one fails its comparison and the
+/// caller gets a conflict (or already-exists, not-found), never a second write.
+async fn failover<T, F, Fut>(mut call: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(etcd_client::Error::GRpcStatus(status))
+                if i32::from(status.code()) == UNAVAILABLE && attempt < ATTEMPTS =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
     }
 }
 
@@ -92,12 +126,13 @@ impl EtcdStore {
         key: &str,
         txn: Txn,
     ) -> Result<Result<(Revision, Vec<TxnOpResponse>), Option<KeyValue>>, StoreError> {
-        let response = self
-            .kv
-            .clone()
-            .txn(txn.or_else([TxnOp::get(key, None)]))
-            .await
-            .map_err(StoreError::backend)?;
+        let txn = txn.or_else([TxnOp::get(key, None)]);
+        let response = failover(|| {
+            let (mut kv, txn) = (self.kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await
+        .map_err(StoreError::backend)?;
         let revision = header_revision(response.header());
         if response.succeeded() {
             return Ok(Ok((revision, response.op_responses())));
@@ -113,12 +148,12 @@ impl EtcdStore {
 #[async_trait]
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let response = self
-            .kv
-            .clone()
-            .get(key, None)
-            .await
-            .map_err(StoreError::backend)?;
+        let response = failover(|| {
+            let mut kv = self.kv.clone();
+            async move { kv.get(key, None).await }
+        })
+        .await
+        .map_err(StoreError::backend)?;
         response.kvs().first().map(to_kv).transpose()
     }
 
@@ -136,12 +171,12 @@ impl Store for EtcdStore {
         if let Some(limit) = options.limit.filter(|l| *l > 0) {
             get = get.with_limit(limit as i64);
         }
-        let response = self
-            .kv
-            .clone()
-            .get(start, Some(get))
-            .await
-            .map_err(|e| map_err(e, revision))?;
+        let response = failover(|| {
+            let (mut kv, start, get) = (self.kv.clone(), start.clone(), get.clone());
+            async move { kv.get(start, Some(get)).await }
+        })
+        .await
+        .map_err(|e| map_err(e, revision))?;
         let read_at = if revision > 0 {
             revision
         } else {
@@ -270,12 +305,12 @@ impl Store for EtcdStore {
             .with_range(prefix_end(prefix))
             .with_start_revision(after + 1)
             .with_prev_key();
-        let stream = self
-            .watch
-            .clone()
-            .watch(prefix, Some(options))
-            .await
-            .map_err(StoreError::backend)?;
+        let stream = failover(|| {
+            let (mut watch, options) = (self.watch.clone(), options.clone());
+            async move { watch.watch(prefix, Some(options)).await }
+        })
+        .await
+        .map_err(StoreError::backend)?;
         let events = futures::stream::unfold(Some(stream), move |state| async move {
             let mut stream = state?;
             loop {
@@ -306,17 +341,25 @@ impl Store for EtcdStore {
     }
 
     async fn current_revision(&self) -> Result<Revision, StoreError> {
-        let response = self
-            .kv
-            .clone()
-            .get("\0", Some(GetOptions::new().with_count_only()))
-            .await
-            .map_err(StoreError::backend)?;
+        let response = failover(|| {
+            let mut kv = self.kv.clone();
+            async move {
+                kv.get("\0", Some(GetOptions::new().with_count_only()))
+                    .await
+            }
+        })
+        .await
+        .map_err(StoreError::backend)?;
         Ok(header_revision(response.header()))
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
-        match self.kv.clone().compact(revision, None).await {
+        let compacted = failover(|| {
+            let mut kv = self.kv.clone();
+            async move { kv.compact(revision, None).await }
+        })
+        .await;
+        match compacted {
             Ok(_) => Ok(()),
             // Compacting to a revision that is already compacted is a no-op.
             Err(err) => match map_err(err, revision) {

@@ -1,0 +1,83 @@
+//! The small App the rollout tests release again and again: `shop`, in namespace
+//! `default`, with a terraform sandbox and one component, `web`, whose manifest carries
+//! a version — each version is a new release of the App.
+
+use std::collections::BTreeSet;
+
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
+use outpost_api::{App, Component, Install, InstallPhase};
+use serde_json::json;
+
+use crate::eventually;
+
+/// Creates the App at version `1`. The Component first: an App applied before it would
+/// first be released without it.
+pub async fn create_app(client: &kube_client::Client) {
+    set_version(client, "1").await;
+    let app = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "App",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "permissions": {"roles": [
+                {"name": "{{ install.id }}-provision", "type": "provision"},
+                {"name": "{{ install.id }}-maintenance", "type": "maintenance"},
+                {"name": "{{ install.id }}-deprovision", "type": "deprovision"},
+            ]},
+            "sandbox": {"type": "terraform_module", "source": "./sandbox"},
+        }
+    });
+    Api::<App>::namespaced(client.clone(), "default")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(app).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Creates or changes component `web`, whose manifest carries `version`: each version
+/// is a new release of the App.
+pub async fn set_version(client: &kube_client::Client, version: &str) {
+    let component = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "Component",
+        "metadata": {"name": "web"},
+        "spec": {"app": "shop", "type": "kubernetes_manifest",
+                 "manifest": {"namespace": "shop", "content": format!(
+                     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  version: \"{version}\"\n")}},
+    });
+    Api::<Component>::namespaced(client.clone(), "default")
+        .patch(
+            "web",
+            &PatchParams::apply("rollout-test").force(),
+            &Patch::Apply(component),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits for the App's release to be other than `previous`; returns it.
+pub async fn release_after(apps: &Api<App>, previous: Option<&str>) -> String {
+    eventually(30, "a new App release", async || {
+        let release = apps.get("shop").await.ok()?.status?.release?;
+        (Some(release.as_str()) != previous).then_some(release)
+    })
+    .await
+}
+
+/// The release every component of `install` is deployed at, once it is Active and
+/// they all agree.
+pub fn deployed_release(install: &Install) -> Option<String> {
+    let status = install.status.as_ref()?;
+    let releases: BTreeSet<Option<String>> = status
+        .components
+        .iter()
+        .map(|c| c.release.clone())
+        .collect();
+    match (
+        status.phase,
+        releases.into_iter().collect::<Vec<_>>().as_slice(),
+    ) {
+        (Some(InstallPhase::Active), [Some(release)]) => Some(release.clone()),
+        _ => None,
+    }
+}
