@@ -86,6 +86,31 @@ pub struct PlanRequest {
     pub requested_by: Option<String>,
 }
 
+impl PlanRequest {
+    /// A request with an id unique to this moment: `<operation>-<entity>-<millis>` (the
+    /// entity cut to 36 characters, so the Plan's name stays a valid object name).
+    pub fn new(
+        operation: crate::Operation,
+        name: &str,
+        role_override: Option<String>,
+        requested_by: Option<String>,
+    ) -> Self {
+        let entity: String = name.chars().take(36).collect();
+        let entity = entity.trim_end_matches('-');
+        PlanRequest {
+            id: format!(
+                "{}-{entity}-{}",
+                operation.as_str(),
+                k8s_openapi::jiff::Timestamp::now().as_millisecond()
+            ),
+            operation,
+            name: name.to_owned(),
+            role_override,
+            requested_by,
+        }
+    }
+}
+
 impl InstallSpec {
     /// The approval mode in effect, with the default applied.
     pub fn approval_mode(&self) -> ApprovalMode {

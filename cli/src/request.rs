@@ -73,7 +73,7 @@ pub async fn deploy(args: DeployArgs) -> anyhow::Result<()> {
             args.install
         );
     }
-    let request = new_request(Operation::Deploy, &args.component, None);
+    let request = PlanRequest::new(Operation::Deploy, &args.component, None, Some(operator()));
     submit(
         &client,
         &namespace,
@@ -122,7 +122,12 @@ pub async fn trigger(args: TriggerArgs) -> anyhow::Result<()> {
             "--role {role:?} is not a role name ({error}): pass a role the app declares (kubectl get app {app} -o yaml, spec.permissions)"
         );
     }
-    let request = new_request(Operation::Trigger, &args.action, args.role.clone());
+    let request = PlanRequest::new(
+        Operation::Trigger,
+        &args.action,
+        args.role.clone(),
+        Some(operator()),
+    );
     submit(
         &client,
         &namespace,
@@ -158,23 +163,6 @@ async fn get_install(
                 "install {namespace}/{name} not found: list installs with `outpost status -n {namespace}` (or `outpost status -A`)"
             )
         })
-}
-
-/// A request with an id unique to this moment: `<operation>-<entity>-<millis>`.
-fn new_request(operation: Operation, name: &str, role_override: Option<String>) -> PlanRequest {
-    let entity: String = name.chars().take(36).collect();
-    let entity = entity.trim_end_matches('-');
-    PlanRequest {
-        id: format!(
-            "{}-{entity}-{}",
-            operation.as_str(),
-            jiff::Timestamp::now().as_millisecond()
-        ),
-        operation,
-        name: name.to_owned(),
-        role_override,
-        requested_by: Some(operator()),
-    }
 }
 
 /// Adds `request` to the Install (fenced by its resourceVersion, retried on a conflict),

@@ -77,6 +77,19 @@ spec:
                 image: nginx:1.27
 ---
 apiVersion: outpost.dev/v1alpha1
+kind: Action
+metadata:
+  name: rotate-logs
+spec:
+  app: drift-app
+  description: Rotates the web tier's logs.
+  triggers:
+    - type: manual
+  steps:
+    - name: rotate
+      script: echo rotated
+---
+apiVersion: outpost.dev/v1alpha1
 kind: Policy
 metadata:
   name: replicas-pinned
@@ -554,6 +567,68 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     let policy = browser.text("#policy-replicas-pinned").await;
     assert!(policy.contains("replicas changed from 2 to 5"), "{policy}");
     browser.screenshot("policies").await;
+
+    // An admin triggers the manual action from the install page, under a runtime role
+    // override: the request goes on the Install and the controller's Plan opens.
+    b.goto(&format!("{base}/ui/installs/default/{INSTALL}"))
+        .await
+        .unwrap();
+    browser
+        .find("#trigger-role")
+        .await
+        .send_keys("drift-maintenance")
+        .await
+        .unwrap();
+    browser.screenshot("trigger").await;
+    browser.find("#trigger-run").await.click().await.unwrap();
+    let triggered = eventually(20, "the triggered Plan's page", async || {
+        let url = b.current_url().await.ok()?;
+        url.path()
+            .strip_prefix("/ui/plans/default/acme-trigger-rotate-logs-")
+            .map(|_| url.path().rsplit('/').next().unwrap().to_owned())
+    })
+    .await;
+    let plan = plans.get(&triggered).await.unwrap();
+    assert_eq!(plan.spec.entity.name, "rotate-logs");
+    assert!(
+        plan.spec
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("requested by admin")),
+        "{:?}",
+        plan.spec.reason
+    );
+    let role = eventually(20, "the gate's role for the triggered Plan", async || {
+        plans.get(&triggered).await.ok()?.status?.role
+    })
+    .await;
+    assert_eq!(role.name, "drift-maintenance");
+    assert_eq!(role.level, outpost_api::RoleLevel::Override);
+    assert!(browser.text("h1").await.contains(&triggered));
+    browser.screenshot("triggered").await;
+
+    // A viewer gets the API's 403 for the same form, and no Plan is made.
+    browser.log_out().await;
+    browser.log_in(&base, &cp.viewer_token).await;
+    b.goto(&format!("{base}/ui/installs/default/{INSTALL}"))
+        .await
+        .unwrap();
+    let before = plans.list(&ListParams::default()).await.unwrap().items.len();
+    browser.find("#trigger-run").await.click().await.unwrap();
+    let refused = browser.find("#error").await;
+    assert_eq!(
+        refused.attr("data-status").await.unwrap().as_deref(),
+        Some("403")
+    );
+    let message = browser.text("#error").await;
+    assert!(
+        message.contains("User \"viewer\" cannot patch resource \"installs\""),
+        "{message}"
+    );
+    assert_eq!(
+        plans.list(&ListParams::default()).await.unwrap().items.len(),
+        before
+    );
 
     b.clone().close().await.unwrap();
     println!("dashboard test took {} s", started.elapsed().as_secs());

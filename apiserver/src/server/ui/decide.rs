@@ -53,7 +53,7 @@ pub async fn deny(
 }
 
 /// Sends one request through the API's handler as the session's user.
-async fn api_call(
+pub(super) async fn api_call(
     state: &Arc<ServerState>,
     session: &Session,
     method: Method,
@@ -175,7 +175,7 @@ async fn decide(
 }
 
 /// The page for a refused API call, with the API's own message.
-fn refused(session: &Session, status: StatusCode, object: &Value) -> Response {
+pub(super) fn refused(session: &Session, status: StatusCode, object: &Value) -> Response {
     let message = object
         .get("message")
         .and_then(Value::as_str)

@@ -9,6 +9,7 @@ mod decide;
 mod events;
 mod pages;
 mod session;
+mod trigger;
 
 use std::sync::Arc;
 
@@ -27,6 +28,10 @@ pub(super) fn routes() -> Router<Arc<ServerState>> {
         .route("/ui/events", get(events::fleet_events))
         .route("/ui/policies", get(pages::policies::page))
         .route("/ui/installs/{namespace}/{name}", get(pages::install::page))
+        .route(
+            "/ui/installs/{namespace}/{name}/trigger",
+            post(trigger::trigger),
+        )
         .route("/ui/plans/{namespace}/{name}", get(pages::plan::page))
         .route(
             "/ui/plans/{namespace}/{name}/approve",

@@ -11,7 +11,9 @@ use http::StatusCode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, html};
 use outpost_api::audit_chain::{Source, verify};
-use outpost_api::{AuditEvent, DriftReport, EntityKind, EntityRef, InstallStack, Plan, Runner};
+use outpost_api::{
+    Action, AuditEvent, DriftReport, EntityKind, EntityRef, InstallStack, Plan, Runner, TriggerKind,
+};
 
 use super::super::cells::{self, FleetObjects};
 use super::super::data::list;
@@ -74,6 +76,17 @@ async fn render(
     };
     let stacks: Vec<InstallStack> = list(state, &session.user, "installstacks").await?;
     let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
+    let all_actions: Vec<Action> = list(state, &session.user, "actions").await?;
+    let mut actions: Vec<&Action> = of(&all_actions, namespace, |a| a.metadata.namespace.as_ref())
+        .filter(|a| {
+            a.spec.app == install.spec.app
+                && a.spec
+                    .triggers
+                    .iter()
+                    .any(|t| t.kind() == Some(TriggerKind::Manual))
+        })
+        .collect();
+    actions.sort_by_key(|a| a.metadata.name.clone());
     let now = Time(jiff::Timestamp::now());
     let runners: Vec<&Runner> = of(&objects.runners, namespace, |r| {
         r.metadata.namespace.as_ref()
@@ -169,6 +182,30 @@ async fn render(
             p.muted { "No drift reports yet: the runner reports after a component's first successful deploy." }
         }
         @for report in &drift { (drift_card(report, namespace, &now)) }
+        h2 { "Actions" }
+        div.card #trigger {
+            @if actions.is_empty() {
+                p.muted { "App " (install.spec.app) " has no action with a manual trigger." }
+            } @else {
+                form.actions method="post" action={ "/ui/installs/" (namespace) "/" (name) "/trigger" } {
+                    input type="hidden" name="csrf" value=(session.csrf());
+                    select #trigger-action name="action" {
+                        @for a in &actions {
+                            @let action = a.metadata.name.as_deref().unwrap_or_default();
+                            option value=(action) { (action) @if let Some(d) = &a.spec.description { " — " (d) } }
+                        }
+                    }
+                    input #trigger-role type="text" name="role" placeholder="role override (optional)";
+                    button #trigger-run type="submit" { "Trigger" }
+                }
+                p.muted {
+                    "Runs the action as a Plan through the gate (approval mode "
+                    (format!("{:?}", install.spec.approval_mode()).to_lowercase())
+                    "); a role override is step 1 of the role precedence chain and must be a role the App declares."
+                    @if !session.is_admin() { " You are logged in as a viewer: only admins may trigger actions." }
+                }
+            }
+        }
         h2 { "Plans" }
         table #plans {
             thead { tr { th { "Created" } th { "Plan" } th { "Operation" } th { "Entity" } th { "Role (level)" } th { "Policies" } th { "Duration" } th { "Result" } } }
