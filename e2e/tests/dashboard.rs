@@ -613,7 +613,12 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     b.goto(&format!("{base}/ui/installs/default/{INSTALL}"))
         .await
         .unwrap();
-    let before = plans.list(&ListParams::default()).await.unwrap().items.len();
+    let before = plans
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len();
     browser.find("#trigger-run").await.click().await.unwrap();
     let refused = browser.find("#error").await;
     assert_eq!(
@@ -626,7 +631,12 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         "{message}"
     );
     assert_eq!(
-        plans.list(&ListParams::default()).await.unwrap().items.len(),
+        plans
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
         before
     );
 
