@@ -9,7 +9,10 @@
 //! sync. A `kubectl edit` of the Deployment in the stand-in turns the cell drifted on the
 //! open page without a reload (server-sent events); the cell opens the install page
 //! with the side-by-side diff (`spec.replicas` applied 2, live 5) and the verified audit
-//! log. A screenshot of every page goes to `$CARGO_TARGET_TMPDIR/ui-screenshots/`.
+//! log. The admin triggers a manual action from the install page under a runtime role
+//! override (the Plan opens, its role chosen by the override); a viewer is refused with
+//! the API's 403 and no Plan is made. A screenshot of every page goes to
+//! `$CARGO_TARGET_TMPDIR/ui-screenshots/`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
