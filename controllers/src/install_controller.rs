@@ -26,7 +26,7 @@ use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
 use kube_client::runtime::reflector::ObjectRef;
-use kube_client::runtime::watcher;
+use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
     Action as AppAction, App, Component, ComponentPhase, ComponentState, DriftReport, EntityKind,
@@ -75,19 +75,25 @@ pub async fn run(client: Client) {
         plans: plans.clone(),
     });
     // A change to an App or its Components rolls the new release out to every install.
+    // Every watch backs off on errors: without it a failing watch (API server gone) is
+    // retried at once, its errors filtered out inside one poll, and the task spins
+    // without ever yielding.
     let app_changes = futures::stream::select(
         watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
             .filter_map(|e| async move { changed(&e).then_some(()) }),
         futures::stream::select(
             watcher::watcher(
                 Api::<Component>::all(client.clone()),
                 watcher::Config::default(),
             )
+            .default_backoff()
             .filter_map(|e| async move { changed(&e).then_some(()) }),
             watcher::watcher(
                 Api::<AppAction>::all(client.clone()),
                 watcher::Config::default(),
             )
+            .default_backoff()
             .filter_map(|e| async move { changed(&e).then_some(()) }),
         ),
     );
@@ -96,6 +102,7 @@ pub async fn run(client: Client) {
         Api::<DriftReport>::all(client.clone()),
         watcher::Config::default(),
     )
+    .default_backoff()
     .filter_map(|event| async move {
         match event {
             Ok(watcher::Event::Apply(report) | watcher::Event::Delete(report)) => Some(
@@ -198,21 +205,23 @@ async fn converge(
         .list(&of_app)
         .await?
         .items;
-    if let Some(pinned) = &install.spec.release {
-        // The release of the objects just read, not the App's status: the App controller
-        // records a change a moment after it is made, and rendering the new objects under
-        // the old release's name would move a pinned install.
-        let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace)
-            .list(&of_app)
-            .await?
-            .items;
-        let live = crate::app_check::release_hash(&app, &components, &actions, &roles);
-        if !deleting && live != *pinned {
-            hold_on_release(install, client, pinned, &live).await?;
-            return Ok(Action::requeue(Duration::from_secs(300)));
-        }
-        app.status.get_or_insert_default().release = Some(live);
+    // The release of the objects just read, not the App's status: the App controller
+    // records a change a moment after it is made, and rendering the new objects under the
+    // old release's name would move a pinned install, and leave an unpinned one's status
+    // (and `{{ app.release }}` in what it renders) at the old release for good.
+    let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace)
+        .list(&of_app)
+        .await?
+        .items;
+    let live = crate::app_check::release_hash(&app, &components, &actions, &roles);
+    if let Some(pinned) = &install.spec.release
+        && !deleting
+        && live != *pinned
+    {
+        hold_on_release(install, client, pinned, &live).await?;
+        return Ok(Action::requeue(Duration::from_secs(300)));
     }
+    app.status.get_or_insert_default().release = Some(live);
     let Ok(graph) = ComponentGraph::new(&components) else {
         set_status(install, client, InstallPhase::Degraded, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));

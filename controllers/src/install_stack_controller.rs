@@ -41,6 +41,7 @@ pub async fn run(client: Client, options: StackOptions) {
     // Any App change re-renders every install's stack (rendering is cheap, and
     // server-side apply makes an unchanged stack a no-op).
     let app_changes = watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
         .filter_map(
             |event| async move { matches!(event, Ok(watcher::Event::Apply(_))).then_some(()) },
         );

@@ -24,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::api::{Api, ListParams, Patch, PatchParams};
 use kube_client::core::{Selector, SelectorExt as _};
 use kube_client::runtime::controller::{Action, Controller};
-use kube_client::runtime::watcher;
+use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{App, Halt, Install, Plan, Rollout, RolloutPhase, RolloutStatus, WaveStatus};
 use serde_json::json;
@@ -57,6 +57,7 @@ pub async fn run(client: Client) {
         Api::<Install>::all(client.clone()),
         watcher::Config::default(),
     )
+    .default_backoff()
     .filter_map(|e| async move {
         matches!(e, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))).then_some(())
     });
