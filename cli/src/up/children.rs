@@ -139,6 +139,11 @@ async fn stop_leftover(name: &str, command: &Command, pid_file: &Path) {
     }
     if running(pid) {
         let _ = rustix::process::kill_process(process, rustix::process::Signal::KILL);
+        // Gone before the next one starts: it may still hold the port it listens on.
+        let deadline = tokio::time::Instant::now() + GRACE;
+        while running(pid) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 

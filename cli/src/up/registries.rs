@@ -52,29 +52,39 @@ pub async fn start(binary: &Path, dir: &Path, name: &str) -> anyhow::Result<Loca
         .with_context(|| format!("{} has no http addr", config.display()))?
         .trim()
         .to_owned();
-    let mut command = tokio::process::Command::new(binary);
-    command.arg("serve").arg(&config);
-    let mut process = Supervised::spawn(
-        name,
-        command,
-        &dir.join("registry.log"),
-        &dir.join("registry.pid"),
-    )
-    .await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !answers(&host).await {
-        if let Some(status) = process.exited() {
-            bail!(
-                "the {name} exited with {status} (is {host} in use?): {}",
-                process.log_tail()
-            );
+    // The port is the one kept in the config; right after an earlier run's registry
+    // was stopped it can still be taken for a moment, so a failed bind is tried again.
+    let mut attempt = 1;
+    loop {
+        let mut command = tokio::process::Command::new(binary);
+        command.arg("serve").arg(&config);
+        let mut process = Supervised::spawn(
+            name,
+            command,
+            &dir.join("registry.log"),
+            &dir.join("registry.pid"),
+        )
+        .await?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if answers(&host).await {
+                return Ok(LocalRegistry { host, process });
+            }
+            if let Some(status) = process.exited() {
+                let log = process.log_tail();
+                if attempt < 5 && log.contains("address already in use") {
+                    break;
+                }
+                bail!("the {name} exited with {status} (is {host} in use?): {log}");
+            }
+            if Instant::now() > deadline {
+                bail!("the {name} did not answer on {host} within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if Instant::now() > deadline {
-            bail!("the {name} did not answer on {host} within 30 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        attempt += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Ok(LocalRegistry { host, process })
 }
 
 /// Whether `GET /v2/` answers 200.
