@@ -281,6 +281,22 @@ impl ControlPlane {
         Process(child)
     }
 
+    /// Mints the runner token of `install` (`NAMESPACE/NAME`) with `outpost token`, as an
+    /// admin would, and returns it.
+    pub fn mint_runner_token(&self, install: &str) -> String {
+        let output = Command::new(outpost_binary())
+            .args(["token", install, "--kubeconfig"])
+            .arg(self.kubeconfig(&self.admin_token))
+            .output()
+            .expect("outpost token runs");
+        assert!(
+            output.status.success(),
+            "outpost token {install}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    }
+
     /// A kubeconfig for `token`, written into the control plane's temp dir.
     pub fn kubeconfig(&self, token: &str) -> PathBuf {
         let path = self.dir.path().join(format!("kubeconfig-{}", &token[..8]));

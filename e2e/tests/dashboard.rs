@@ -252,21 +252,6 @@ impl Browser {
     }
 }
 
-/// Mints the install's runner token with `outpost token`, as an admin would.
-fn mint(cp: &ControlPlane) -> String {
-    let out = Command::new(outpost_binary())
-        .args(["token", &format!("default/{INSTALL}"), "--kubeconfig"])
-        .arg(cp.kubeconfig(&cp.admin_token))
-        .output()
-        .expect("outpost token runs");
-    assert!(
-        out.status.success(),
-        "outpost token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {
     let child = Command::new(outpost_binary())
         .args(["runner", "--server", &cp.url, "--token", token])
@@ -330,7 +315,7 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     std::fs::write(&file, objects(&sandbox)).unwrap();
     cp.kubectl().ok(&["apply", "-f", file.to_str().unwrap()]);
     let _controllers = cp.start_controllers("dashboard");
-    let token = mint(&cp);
+    let token = cp.mint_runner_token(&format!("default/{INSTALL}"));
     let _runner = start_runner(&cp, &cluster, &token, dir.path());
     let client = cp.client().await;
     let plans: Api<Plan> = Api::namespaced(client.clone(), "default");

@@ -177,7 +177,7 @@ impl Stand {
         std::fs::write(&file, objects(&sandbox, component_drift)).unwrap();
         cp.kubectl().ok(&["apply", "-f", file.to_str().unwrap()]);
         let controllers = cp.start_controllers("drift");
-        let token = mint(&cp);
+        let token = cp.mint_runner_token(&format!("default/{INSTALL}"));
         let runner = start_runner(&cp, &cluster, &token, dir.path());
         Stand {
             cp,
@@ -228,21 +228,6 @@ impl Stand {
             String::from_utf8_lossy(&edited.stderr)
         );
     }
-}
-
-/// Mints the install's runner token with `outpost token`, as an admin would.
-fn mint(cp: &ControlPlane) -> String {
-    let out = Command::new(outpost_binary())
-        .args(["token", &format!("default/{INSTALL}"), "--kubeconfig"])
-        .arg(cp.kubeconfig(&cp.admin_token))
-        .output()
-        .expect("outpost token runs");
-    assert!(
-        out.status.success(),
-        "outpost token: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {

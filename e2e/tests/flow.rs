@@ -50,21 +50,6 @@ struct Flow {
     _dir: tempfile::TempDir,
 }
 
-/// Mints the install's runner token with `outpost token`, as an admin would.
-fn mint(cp: &ControlPlane) -> String {
-    let output = Command::new(outpost_binary())
-        .args(["token", &format!("default/{INSTALL}"), "--kubeconfig"])
-        .arg(cp.kubeconfig(&cp.admin_token))
-        .output()
-        .expect("outpost token runs");
-    assert!(
-        output.status.success(),
-        "outpost token: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
-}
-
 /// Starts the control plane, controllers and stand-in cluster, applies the example with
 /// kubectl, and starts the install's runner under its minted token, with the customer's
 /// `local_policies` (file name to Rego module) in its `--policies` directory.
@@ -102,7 +87,7 @@ async fn start(local_policies: &[(&str, String)]) -> Flow {
     for (file, module) in local_policies {
         std::fs::write(policies.join(file), module).unwrap();
     }
-    let token = mint(&cp);
+    let token = cp.mint_runner_token(&format!("default/{INSTALL}"));
     let child = Command::new(outpost_binary())
         .args(["runner", "--server", &cp.url, "--certificate-authority"])
         .arg(&cp.tls.ca)

@@ -12,9 +12,7 @@ use std::process::{Command, Stdio};
 
 use kube_client::api::{Api, ListParams};
 use outpost_api::{DriftReport, Install, InstallPhase, Operation, Plan, PlanPhase};
-use outpost_e2e::{
-    Backend, ControlPlane, Process, Registry, eventually, on_path, outpost_binary, runner_binary,
-};
+use outpost_e2e::{Backend, ControlPlane, Process, Registry, eventually, on_path, runner_binary};
 use serde_json::{Value, json};
 
 const INSTALL: &str = "acme";
@@ -137,13 +135,7 @@ async fn start(web_tag: &str, vendor: Registry) -> Sync {
     cp.kubectl()
         .ok(&["apply", "-f", manifest.to_str().unwrap()]);
 
-    let output = Command::new(outpost_binary())
-        .args(["token", &format!("default/{INSTALL}"), "--kubeconfig"])
-        .arg(cp.kubeconfig(&cp.admin_token))
-        .output()
-        .expect("outpost token runs");
-    assert!(output.status.success(), "{output:?}");
-    let token = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let token = cp.mint_runner_token(&format!("default/{INSTALL}"));
     let state = dir.path().join("state");
     let runner = Command::new(runner_binary())
         .args(["--server", &cp.url, "--certificate-authority"])

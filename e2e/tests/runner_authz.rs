@@ -2,9 +2,7 @@
 //! `outpost token`), stored only as a hash, rotated by minting again; a runner token
 //! reaches only its own install's objects (403 elsewhere, with kube-apiserver's message).
 
-use std::process::Command;
-
-use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends, outpost_binary};
+use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends};
 use serde_json::{Value, json};
 
 on_both_backends!(runner_tokens_reach_only_their_install);
@@ -70,21 +68,6 @@ const MERGE: [(&str, &str); 1] = [("content-type", "application/merge-patch+json
 
 fn expect(reply: &Reply, status: u16, what: &str) {
     assert_eq!(reply.status, status, "{what}: {}", reply.text);
-}
-
-/// Mints a token with `outpost token`, as an admin would.
-fn mint(cp: &ControlPlane, install: &str) -> String {
-    let output = Command::new(outpost_binary())
-        .args(["token", &format!("default/{install}"), "--kubeconfig"])
-        .arg(cp.kubeconfig(&cp.admin_token))
-        .output()
-        .expect("outpost token runs");
-    assert!(
-        output.status.success(),
-        "outpost token: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
 
 async fn runner_tokens_reach_only_their_install(backend: Backend) {
@@ -161,8 +144,8 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
     assert_eq!(minted.json["kind"], "RunnerToken");
     let old_a = minted.json["token"].as_str().unwrap().to_owned();
     assert!(old_a.starts_with("opr_default_acme_"), "{old_a}");
-    let token_a = mint(&cp, "acme"); // rotates
-    let token_b = mint(&cp, "globex");
+    let token_a = cp.mint_runner_token("default/acme"); // rotates
+    let token_b = cp.mint_runner_token("default/globex");
     let install = cp
         .raw(admin, "GET", &format!("{API}/installs/acme"), &[], "")
         .await;

@@ -45,17 +45,7 @@ async fn install_with_token(cp: &ControlPlane) -> String {
             .await;
         assert_eq!(reply.status, 201, "creating {plural}: {}", reply.text);
     }
-    let output = Command::new(outpost_binary())
-        .args(["token", &format!("default/{INSTALL}"), "--kubeconfig"])
-        .arg(cp.kubeconfig(&cp.admin_token))
-        .output()
-        .expect("outpost token runs");
-    assert!(
-        output.status.success(),
-        "outpost token: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    cp.mint_runner_token(&format!("default/{INSTALL}"))
 }
 
 /// Starts `outpost-runner` for install `acme` with the runner token.
