@@ -99,6 +99,31 @@ async fn rollout_status(rollouts: &Api<Rollout>, name: &str) -> outpost_api::Rol
     rollouts.get(name).await.unwrap().status.unwrap_or_default()
 }
 
+/// Creates the Rollout `object` (JSON).
+async fn create(rollouts: &Api<Rollout>, object: serde_json::Value) {
+    rollouts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(object).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// The status of Rollout `name` once it is in `phase` (`secs` at most).
+async fn in_phase(
+    rollouts: &Api<Rollout>,
+    name: &str,
+    phase: RolloutPhase,
+    secs: u64,
+) -> outpost_api::RolloutStatus {
+    eventually(secs, &format!("rollout {name} {phase:?}"), async || {
+        let status = rollouts.get(name).await.ok()?.status?;
+        (status.phase == Some(phase)).then_some(status)
+    })
+    .await
+}
+
 /// `outpost ARGS...` as the admin; panics unless it succeeds. Returns standard error.
 fn outpost(cp: &ControlPlane, args: &[&str]) -> String {
     let output = Command::new(outpost_binary())
@@ -239,18 +264,8 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
         "spec": {"app": "shop", "selector": {"matchLabels": {"fleet": "yes"}},
                  "orderBy": "ring", "waveSize": 2},
     });
-    rollouts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(rollout).unwrap(),
-        )
-        .await
-        .unwrap();
-    let halted = eventually(60, "the rollout Halted", async || {
-        let status = rollouts.get("second").await.ok()?.status?;
-        (status.phase == Some(RolloutPhase::Halted)).then_some(status)
-    })
-    .await;
+    create(&rollouts, rollout).await;
+    let halted = in_phase(&rollouts, "second", RolloutPhase::Halted, 60).await;
     let halt = halted.halt.clone().expect("a halt is recorded");
     assert_eq!(
         (halt.wave, halt.reason.as_str()),
@@ -314,11 +329,7 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
     })
     .await;
     outpost(&cp, &["rollout", "resume", "second"]);
-    let completed = eventually(60, "the rollout Completed", async || {
-        let status = rollouts.get("second").await.ok()?.status?;
-        (status.phase == Some(RolloutPhase::Completed)).then_some(status)
-    })
-    .await;
+    let completed = in_phase(&rollouts, "second", RolloutPhase::Completed, 60).await;
     assert_eq!((completed.updated, completed.total), (6, 6));
     assert!(completed.halt.is_none());
     on_release(&installs, &["a", "b", "c", "d", "e", "f"], &second).await;
@@ -339,19 +350,9 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
         "spec": {"app": "shop", "selector": {"matchLabels": {"fleet": "yes"}},
                  "orderBy": "ring", "waveSize": "33%", "pauseSeconds": 4, "paused": true},
     });
-    rollouts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(rollout).unwrap(),
-        )
-        .await
-        .unwrap();
+    create(&rollouts, rollout).await;
     // Created paused: no wave starts until resumed.
-    let paused = eventually(30, "the third rollout Paused", async || {
-        let status = rollouts.get("third").await.ok()?.status?;
-        (status.phase == Some(RolloutPhase::Paused)).then_some(status)
-    })
-    .await;
+    let paused = in_phase(&rollouts, "third", RolloutPhase::Paused, 30).await;
     assert_eq!(paused.waves.len(), 3);
     assert!(paused.waves.iter().all(|w| w.started_at.is_none()));
     on_release(&installs, &["b", "d"], &second).await;
@@ -395,13 +396,7 @@ async fn a_rollout_halts_on_a_failing_wave_resumes_and_aborts(backend: Backend) 
         "spec": {"app": "shop", "release": second, "selector": {"matchLabels": {"fleet": "yes"}},
                  "orderBy": "ring", "waveSize": 2},
     });
-    rollouts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(rollout).unwrap(),
-        )
-        .await
-        .unwrap();
+    create(&rollouts, rollout).await;
     let halt = eventually(30, "the rollout of an old release halted", async || {
         rollout_status(&rollouts, "back").await.halt
     })
