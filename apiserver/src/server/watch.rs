@@ -25,7 +25,7 @@ use super::dispatch::Call;
 use super::list::Filter;
 use crate::object_meta::from_store;
 use crate::status::ApiError;
-use crate::storage::{ListOptions, Revision};
+use crate::storage::Revision;
 use crate::table;
 use crate::watch_cache::{CachedEvent, EventType, encode_line};
 
@@ -141,31 +141,15 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
         _ => {
             // Synthetic ADDED events for the current state, read at one revision.
             let prefix = call.rt.key_prefix(call.namespace());
-            let mut token = None;
-            let mut revision;
-            loop {
-                let page = state
-                    .store
-                    .list(
-                        &prefix,
-                        ListOptions {
-                            limit: Some(500),
-                            continue_token: token.take(),
-                            revision: None,
-                        },
-                    )
-                    .await
-                    .map_err(|e| ApiError::from_store(e, call.subject()))?;
-                revision = page.revision;
-                for kv in &page.items {
-                    let object = from_store(kv)?;
-                    if view.sees(&object) {
-                        initial.push(view.line(EventType::Added, &object));
-                    }
-                }
-                match page.continue_token {
-                    Some(next) => token = Some(next),
-                    None => break,
+            let (items, revision) = state
+                .store
+                .list_all(&prefix)
+                .await
+                .map_err(|e| ApiError::from_store(e, call.subject()))?;
+            for kv in &items {
+                let object = from_store(kv)?;
+                if view.sees(&object) {
+                    initial.push(view.line(EventType::Added, &object));
                 }
             }
             if send_initial {

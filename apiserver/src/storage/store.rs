@@ -109,6 +109,30 @@ pub trait Store: Send + Sync + 'static {
     /// One page of the keys under `prefix`, in key order, at one revision.
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage, StoreError>;
 
+    /// Every key under `prefix`, read page by page (500 keys each), with the revision of
+    /// the last page.
+    async fn list_all(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision), StoreError> {
+        let mut items = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .list(
+                    prefix,
+                    ListOptions {
+                        limit: Some(500),
+                        continue_token: token.take(),
+                        revision: None,
+                    },
+                )
+                .await?;
+            items.extend(page.items);
+            match page.continue_token {
+                Some(next) => token = Some(next),
+                None => return Ok((items, page.revision)),
+            }
+        }
+    }
+
     /// Creates the key if it is absent; `AlreadyExists` otherwise.
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError>;
 

@@ -14,7 +14,7 @@ use crate::registry::ResourceType;
 use crate::request::RequestInfo;
 use crate::server::ServerState;
 use crate::status::ApiError;
-use crate::storage::{ListOptions, Revision};
+use crate::storage::Revision;
 
 /// The API group of Outpost's kinds.
 const GROUP: &str = "outpost.dev";
@@ -61,32 +61,19 @@ pub async fn list_values(
     let access = list_access(state, user, plural)?;
     let rt = resource_type(state, plural)?;
     let prefix = rt.key_prefix(None);
+    let (items, revision) = state
+        .store
+        .list_all(&prefix)
+        .await
+        .map_err(|e| ApiError::Internal(format!("cannot list {plural}: {e}")))?;
     let mut objects = Vec::new();
-    let mut token = None;
-    loop {
-        let page = state
-            .store
-            .list(
-                &prefix,
-                ListOptions {
-                    limit: Some(500),
-                    continue_token: token.take(),
-                    revision: None,
-                },
-            )
-            .await
-            .map_err(|e| ApiError::Internal(format!("cannot list {plural}: {e}")))?;
-        for kv in &page.items {
-            let object = from_store(kv)?;
-            if visible(&access, &object) {
-                objects.push(object);
-            }
-        }
-        match page.continue_token {
-            Some(next) => token = Some(next),
-            None => return Ok((objects, page.revision)),
+    for kv in &items {
+        let object = from_store(kv)?;
+        if visible(&access, &object) {
+            objects.push(object);
         }
     }
+    Ok((objects, revision))
 }
 
 /// Every object of `plural` the user may see, typed (objects that do not decode as `K`
