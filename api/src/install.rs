@@ -258,13 +258,18 @@ pub struct ComponentState {
 
 /// Deployment phase of a component in an install.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
-#[allow(missing_docs)]
 pub enum ComponentPhase {
+    /// No Plan deploys its current state yet (its dependencies are not deployed).
     Pending,
+    /// Its Plan exists and has not finished (being gated, awaiting approval, running).
     Deploying,
+    /// Its Plan succeeded.
     Deployed,
+    /// Its teardown Plan is under way.
     TearingDown,
+    /// Its teardown Plan succeeded.
     TornDown,
+    /// Its Plan failed or was denied.
     Failed,
 }
 

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 pub use runner_access::{
-    Access, INSTALL_LABEL, InstallScope, Owner, authorize_runner, object_forbidden,
+    Access, INSTALL_LABEL, InstallScope, Owner, SCOPE_FIELD, authorize_runner, object_forbidden,
 };
 pub use runner_token::{PREFIX as RUNNER_TOKEN_PREFIX, RUNNERS, RunnerToken, runner_install};
 

@@ -62,6 +62,42 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1_800)]
         timeout_seconds: u64,
     },
+    /// The control plane at fleet scale: `outpost server` and `outpost controllers` as
+    /// child processes on each store, N installs with one simulated runner each (its own
+    /// runner token, client and watch; it claims and completes Plans through the API).
+    /// Prints the time to admit the fleet, the time until a one-component release's
+    /// Plans are created, gated and seen by every runner, dispatch latency with every
+    /// runner watching, store writes per Plan, the API server's and the controllers'
+    /// memory, and raw etcd create transactions per second measured in the same run.
+    Fleet {
+        /// Installs, each with its simulated runner.
+        #[arg(long, default_value_t = 10_000)]
+        installs: usize,
+        /// Components of the App.
+        #[arg(long, default_value_t = 10)]
+        components: usize,
+        /// Stores to run on, in order.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "embedded,etcd"
+        )]
+        store: Vec<crate::bench_fleet::Backend>,
+        /// Approvals whose dispatch latency is measured (0 skips the dispatch phase).
+        #[arg(long, default_value_t = 500)]
+        dispatch_samples: usize,
+        /// Milliseconds between two of those approvals.
+        #[arg(long, default_value_t = 20)]
+        dispatch_gap_ms: u64,
+        /// Give up on a phase after this many seconds.
+        #[arg(long, default_value_t = 1_800)]
+        timeout_seconds: u64,
+        /// Keep the server's and controllers' logs in this directory
+        /// (`STORE-server.log`, `STORE-controllers.log`; `RUST_LOG` sets their level).
+        #[arg(long)]
+        logs: Option<std::path::PathBuf>,
+    },
     /// Approval-to-claim latency of the real `outpost-runner` process (next to this
     /// executable) against an in-process API server on the embedded store, over
     /// loopback: Plans approved one at a time, then in bursts. Prints the distribution.
@@ -103,6 +139,30 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             };
             eprintln!(
                 "running the controllers benchmark ({installs} installs x {components} components)..."
+            );
+            let report = bench.run().await?;
+            print!("{report}");
+        }
+        BenchCommand::Fleet {
+            installs,
+            components,
+            store,
+            dispatch_samples,
+            dispatch_gap_ms,
+            timeout_seconds,
+            logs,
+        } => {
+            let bench = crate::bench_fleet::FleetBench {
+                installs,
+                components,
+                backends: store,
+                dispatch_samples,
+                dispatch_gap: Duration::from_millis(dispatch_gap_ms.max(1)),
+                timeout: Duration::from_secs(timeout_seconds),
+                logs,
+            };
+            eprintln!(
+                "running the fleet benchmark ({installs} installs x {components} components)..."
             );
             let report = bench.run().await?;
             print!("{report}");

@@ -249,7 +249,7 @@ impl ControllersBench {
             "https://outpost.bench.invalid".into(),
         ))(client.clone()));
         let runner = SimulatedRunner::start(client.clone());
-        let release = wait_for_release(&client, None, self.timeout).await?;
+        let release = wait_for_release(&client, NAMESPACE, "bench", None, self.timeout).await?;
 
         let mut phases = Vec::new();
         let started = Instant::now();
@@ -286,7 +286,8 @@ impl ControllersBench {
             )
             .await
             .context("changing the App")?;
-        let release2 = wait_for_release(&client, Some(&release), self.timeout).await?;
+        let release2 =
+            wait_for_release(&client, NAMESPACE, "bench", Some(&release), self.timeout).await?;
         let rolled = wait_rolled_out(&client, &release2, self.installs, self.timeout).await?;
         phases.push(phase(
             "new release",
@@ -399,16 +400,18 @@ fn install(i: usize) -> Install {
     .expect("a valid Install")
 }
 
-/// Waits until the App is Ready with a release other than `previous`.
-async fn wait_for_release(
+/// Waits until App `namespace/app` is Ready with a release other than `previous`.
+pub(crate) async fn wait_for_release(
     client: &Client,
+    namespace: &str,
+    app: &str,
     previous: Option<&str>,
     timeout: Duration,
 ) -> anyhow::Result<String> {
-    let apps = Api::<outpost_api::App>::namespaced(client.clone(), NAMESPACE);
+    let apps = Api::<outpost_api::App>::namespaced(client.clone(), namespace);
     let deadline = Instant::now() + timeout;
     loop {
-        let app = apps.get("bench").await?;
+        let app = apps.get(app).await?;
         if let Some(release) = app.status.and_then(|s| s.release)
             && Some(release.as_str()) != previous
         {
@@ -419,9 +422,9 @@ async fn wait_for_release(
     }
 }
 
-/// Waits until `count` installs report every component deployed at `release`; returns
-/// when that was first seen.
-async fn wait_rolled_out(
+/// Waits until `count` installs (of namespace `bench`) report every component deployed
+/// at `release`; returns when that was first seen.
+pub(crate) async fn wait_rolled_out(
     client: &Client,
     release: &str,
     count: usize,

@@ -51,6 +51,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             args.listen
         );
     }
+    // Every watch holds a connection: a fleet of runners needs more than the default.
+    if let Err(err) = crate::limits::raise_open_files() {
+        tracing::warn!(error = %err, "serving with the default open-files limit");
+    }
     let tokens = TokenFile::read(&args.tokens)?;
     let store = args
         .store

@@ -10,7 +10,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::api::{Api, ListParams, Patch, PatchParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::reflector::ObjectRef;
-use kube_client::runtime::watcher;
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{Action as AppAction, App, AppStatus, Component, OperationRole};
 
@@ -36,20 +35,20 @@ pub async fn run(client: Client) {
     });
     let to_app =
         |app: String, namespace: Option<String>| Some(ObjectRef::new(&app).within(&namespace?));
-    Controller::new(Api::<App>::all(client.clone()), watcher::Config::default())
+    Controller::new(Api::<App>::all(client.clone()), crate::watch_config())
         .watches(
             Api::<Component>::all(client.clone()),
-            watcher::Config::default(),
+            crate::watch_config(),
             move |c| to_app(c.spec.app.clone(), c.namespace()),
         )
         .watches(
             Api::<AppAction>::all(client.clone()),
-            watcher::Config::default(),
+            crate::watch_config(),
             move |a| to_app(a.spec.app.clone(), a.namespace()),
         )
         .watches(
             Api::<OperationRole>::all(client),
-            watcher::Config::default(),
+            crate::watch_config(),
             move |r| to_app(r.spec.app.clone(), r.namespace()),
         )
         .with_config(crate::controller_config())

@@ -20,7 +20,6 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use kube_client::api::{Api, ListParams, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
-use kube_client::runtime::watcher;
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
     App, Component, DriftRemediation, DriftReport, DriftState, EntityKind, Install, Operation,
@@ -55,7 +54,7 @@ pub async fn run(client: Client) {
     });
     Controller::new(
         Api::<DriftReport>::all(client.clone()),
-        watcher::Config::default(),
+        crate::watch_config(),
     )
     .with_config(crate::controller_config())
     .run(reconcile, error_policy, ctx)
@@ -69,9 +68,11 @@ pub async fn run(client: Client) {
 
 /// Each component's drift as the latest reports say: the state and how many fields
 /// differ. Components without a report are absent.
-pub fn component_drift(reports: &[DriftReport]) -> BTreeMap<String, (DriftState, u32)> {
+pub fn component_drift<'a>(
+    reports: impl IntoIterator<Item = &'a DriftReport>,
+) -> BTreeMap<String, (DriftState, u32)> {
     reports
-        .iter()
+        .into_iter()
         .filter(|r| r.spec.entity.kind == EntityKind::Component)
         .map(|r| {
             let state = if r.spec.in_sync {

@@ -16,29 +16,28 @@
 //!
 //! Plans are owned by the Install and labelled `outpost.dev/install`.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
-use kube_client::runtime::reflector::ObjectRef;
-use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
-    Action as AppAction, App, Component, ComponentPhase, ComponentState, DriftReport, EntityKind,
-    EntityRef, Install, InstallPhase, InstallStatus, Operation, OperationRole, Plan, PlanPhase,
-    PlanSpec, TriggerKind, content_hash,
+    Action as AppAction, App, ComponentPhase, ComponentState, DriftReport, EntityKind, EntityRef,
+    Install, InstallPhase, InstallStatus, Operation, Plan, PlanPhase, PlanSpec, TriggerKind,
+    content_hash,
 };
 use serde_json::{Value, json};
 
+use crate::app_cache::{AppCache, Release};
 use crate::graph::ComponentGraph;
 use crate::kubernetes_secrets::with_kubernetes_secrets;
 use crate::maintenance::{is_maintenance, is_open};
-use crate::plan_index::PlanIndex;
+use crate::plan_index::{InstallIndex, PlanIndex};
 use crate::template::{InstallOutputs, TemplateContext};
 
 /// The Install finalizer.
@@ -65,89 +64,50 @@ pub enum InstallError {
 struct Context {
     client: Client,
     plans: Arc<PlanIndex>,
+    drift: Arc<InstallIndex<DriftReport>>,
+    apps: AppCache,
+    written: WrittenStatus,
 }
 
 /// Runs the Install controller until the stream ends.
 pub async fn run(client: Client) {
     let plans = Arc::new(PlanIndex::default());
+    let drift = Arc::new(InstallIndex::<DriftReport>::default());
+    // A change to an App or its objects rolls the new release out to every install.
+    let (apps, app_changes) = AppCache::new(&client);
     let ctx = Arc::new(Context {
         client: client.clone(),
         plans: plans.clone(),
+        drift: drift.clone(),
+        apps,
+        written: WrittenStatus::default(),
     });
-    // A change to an App or its Components rolls the new release out to every install.
-    // Every watch backs off on errors: without it a failing watch (API server gone) is
-    // retried at once, its errors filtered out inside one poll, and the task spins
-    // without ever yielding.
-    let app_changes = futures::stream::select(
-        watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .filter_map(|e| async move { changed(&e).then_some(()) }),
-        futures::stream::select(
-            watcher::watcher(
-                Api::<Component>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .filter_map(|e| async move { changed(&e).then_some(()) }),
-            watcher::watcher(
-                Api::<AppAction>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .filter_map(|e| async move { changed(&e).then_some(()) }),
-        ),
-    );
-    // A component's drift shows in the Install status as its DriftReport changes.
-    let drift_reports = watcher::watcher(
-        Api::<DriftReport>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .filter_map(|event| async move {
-        match event {
-            Ok(watcher::Event::Apply(report) | watcher::Event::Delete(report)) => Some(
-                ObjectRef::<Install>::new(&report.spec.install)
-                    .within(&report.namespace().unwrap_or_default()),
-            ),
-            _ => None,
-        }
-    });
-    Controller::new(
-        Api::<Install>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reconcile_on(plans.watch(client))
-    .reconcile_on(drift_reports)
-    .reconcile_all_on(app_changes)
-    .with_config(crate::controller_config())
-    .run(reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(err) = result {
-            tracing::debug!(error = %err, "install reconcile");
-        }
-    })
-    .await;
-}
-
-/// Whether a watch event is a change (not a relist marker or an error).
-fn changed<K>(event: &Result<watcher::Event<K>, watcher::Error>) -> bool {
-    matches!(
-        event,
-        Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))
-    )
+    Controller::new(Api::<Install>::all(client.clone()), crate::watch_config())
+        .reconcile_on(plans.watch(client.clone()))
+        // A component's drift shows in the Install status as its DriftReport changes.
+        .reconcile_on(drift.watch(client))
+        .reconcile_all_on(app_changes)
+        .with_config(crate::controller_config())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "install reconcile");
+            }
+        })
+        .await;
 }
 
 async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, InstallError> {
     let api =
         Api::<Install>::namespaced(ctx.client.clone(), &install.namespace().unwrap_or_default());
-    if !ctx.plans.is_ready() {
-        // Until the Plan index listed once, every Plan would look missing.
+    if !ctx.plans.is_ready() || !ctx.drift.is_ready() || !ctx.apps.ready().await {
+        // Until the indexes and caches listed once, every object would look missing.
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     finalizer(&api, FINALIZER, install, |event| async {
         match event {
-            Event::Apply(install) => converge(&install, &ctx.client, &ctx.plans, false).await,
-            Event::Cleanup(install) => converge(&install, &ctx.client, &ctx.plans, true).await,
+            Event::Apply(install) => converge(&install, &ctx, false).await,
+            Event::Cleanup(install) => converge(&install, &ctx, true).await,
         }
     })
     .await
@@ -171,59 +131,43 @@ struct Step {
 /// to look again; `Ok(await_change)` in the cleanup case means done (finalizer goes).
 async fn converge(
     install: &Install,
-    client: &Client,
-    index: &PlanIndex,
+    ctx: &Context,
     deleting: bool,
 ) -> Result<Action, InstallError> {
+    let client = &ctx.client;
+    let index = &ctx.plans;
     let namespace = install.namespace().unwrap_or_default();
     let name = install.name_any();
     let plans_api = Api::<Plan>::namespaced(client.clone(), &namespace);
-    let plans: BTreeMap<String, Plan> = index.of(&namespace, &name);
-    let phase_of = |plan: &str| {
-        plans
-            .get(plan)
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.phase)
-    };
-    let Some(app) = Api::<App>::namespaced(client.clone(), &namespace)
-        .get_opt(&install.spec.app)
-        .await?
-    else {
+    let mut plans: BTreeMap<String, Arc<Plan>> = index.of(&namespace, &name);
+    let Some(release) = ctx.apps.release(&namespace, &install.spec.app) else {
         if deleting {
             return Ok(Action::await_change()); // nothing was ever deployed from a missing app
         }
-        set_status(install, client, InstallPhase::Pending, vec![], None, None).await?;
+        set_status(install, ctx, InstallPhase::Pending, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
-    let mut app = app;
-    let of_app = ListParams::default().fields(&format!("spec.app={}", install.spec.app));
-    let components = Api::<Component>::namespaced(client.clone(), &namespace)
-        .list(&of_app)
-        .await?
-        .items;
-    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
-        .list(&of_app)
-        .await?
-        .items;
     // The release of the objects just read, not the App's status: the App controller
     // records a change a moment after it is made, and rendering the new objects under the
     // old release's name would move a pinned install, and leave an unpinned one's status
     // (and `{{ app.release }}` in what it renders) at the old release for good.
-    let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace)
-        .list(&of_app)
-        .await?
-        .items;
-    let live = crate::app_check::release_hash(&app, &components, &actions, &roles);
+    let live = release.hash();
+    let Release {
+        mut app,
+        components,
+        actions,
+        ..
+    } = release;
     if let Some(pinned) = &install.spec.release
         && !deleting
         && live != *pinned
     {
-        hold_on_release(install, client, pinned, &live).await?;
+        hold_on_release(install, ctx, pinned, &live).await?;
         return Ok(Action::requeue(Duration::from_secs(300)));
     }
     app.status.get_or_insert_default().release = Some(live);
     let Ok(graph) = ComponentGraph::new(&components) else {
-        set_status(install, client, InstallPhase::Degraded, vec![], None, None).await?;
+        set_status(install, ctx, InstallPhase::Degraded, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
     };
     let outputs = outputs_of(&plans);
@@ -360,7 +304,7 @@ async fn converge(
     let mut held = None;
     let window_open = is_open(&install.spec.maintenance_windows, jiff::Timestamp::now());
     for step in &steps {
-        match phase_of(&step.name) {
+        match phase_in(&plans, &step.name) {
             Some(PlanPhase::Succeeded) => continue,
             Some(PlanPhase::Failed | PlanPhase::Denied) => {
                 failed = Some(step.name.clone());
@@ -380,11 +324,14 @@ async fn converge(
         let ready = step
             .waits_for
             .iter()
-            .all(|w| phase_of(w) == Some(PlanPhase::Succeeded));
+            .all(|w| phase_in(&plans, w) == Some(PlanPhase::Succeeded));
         if ready && is_maintenance(step.operation) && !window_open {
             held = Some(step.name.clone());
-        } else if ready {
-            create_plan(&plans_api, index, install, &app, step).await?;
+        } else if ready
+            && let Some(plan) = create_plan(&plans_api, index, install, &app, step).await?
+        {
+            // Counted in the status written below, so it does not take a second write.
+            plans.insert(plan.name_any(), Arc::new(plan));
         }
         blocked = true;
     }
@@ -405,7 +352,7 @@ async fn converge(
     if deleting {
         set_status(
             install,
-            client,
+            ctx,
             InstallPhase::Deprovisioning,
             vec![],
             None,
@@ -415,6 +362,7 @@ async fn converge(
         // Ok removes the finalizer; until the last Plan succeeded, keep it (an error
         // makes the controller look again soon).
         return if done {
+            ctx.written.forget(install);
             Ok(Action::await_change())
         } else {
             Err(InstallError::Finalizer(
@@ -455,30 +403,30 @@ async fn converge(
                     vec![],
                 );
                 if window_open {
-                    create_plan(&plans_api, index, install, &app, &step).await?;
+                    if let Some(plan) = create_plan(&plans_api, index, install, &app, &step).await?
+                    {
+                        plans.insert(plan.name_any(), Arc::new(plan));
+                    }
                 } else {
                     held = Some(step.name);
                 }
             }
         }
     }
-    let phase = match (&failed, done, phase_of(&steps[0].name)) {
+    let phase = match (&failed, done, phase_in(&plans, &steps[0].name)) {
         (Some(_), _, _) => InstallPhase::Degraded,
         (None, true, _) => InstallPhase::Active,
         (None, false, Some(PlanPhase::Succeeded)) => InstallPhase::Deploying,
         _ => InstallPhase::Provisioning,
     };
-    let reports = Api::<DriftReport>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={name}")))
-        .await?
-        .items;
+    let reports = ctx.drift.of(&namespace, &name);
     let mut states = component_states(
         &graph,
         &steps,
         &plans,
         app.status.as_ref().and_then(|s| s.release.clone()),
     );
-    let drift = crate::drift_controller::component_drift(&reports);
+    let drift = crate::drift_controller::component_drift(reports.values().map(Arc::as_ref));
     for state in &mut states {
         if let Some((drift, fields)) = drift.get(&state.name) {
             state.drift = Some(*drift);
@@ -498,7 +446,7 @@ async fn converge(
         .rev()
         .find(|s| plans.contains_key(&s.name))
         .map(|s| s.name.clone());
-    set_status(install, client, phase, states, last, held_condition).await?;
+    set_status(install, ctx, phase, states, last, held_condition).await?;
     let again = if done {
         300
     } else if held.is_some() {
@@ -663,11 +611,20 @@ fn with_triggers(
     out
 }
 
+/// The phase of Plan `name` among `plans`, if it exists and has one.
+fn phase_in(plans: &BTreeMap<String, Arc<Plan>>, name: &str) -> Option<PlanPhase> {
+    plans
+        .get(name)
+        .and_then(|p| p.status.as_ref())
+        .and_then(|s| s.phase)
+}
+
 /// Outputs of the latest succeeded provision and deploy Plans.
-fn outputs_of(plans: &BTreeMap<String, Plan>) -> InstallOutputs {
+fn outputs_of(plans: &BTreeMap<String, Arc<Plan>>) -> InstallOutputs {
     let mut outputs = InstallOutputs::default();
     let mut succeeded: Vec<&Plan> = plans
         .values()
+        .map(Arc::as_ref)
         .filter(|p| p.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Succeeded))
         .collect();
     succeeded.sort_by_key(|p| {
@@ -697,17 +654,19 @@ fn outputs_of(plans: &BTreeMap<String, Plan>) -> InstallOutputs {
     outputs
 }
 
+/// Creates the Plan of `step`; the Plan as created, or `None` if it already existed.
 async fn create_plan(
     api: &Api<Plan>,
     index: &PlanIndex,
     install: &Install,
     app: &App,
     step: &Step,
-) -> Result<(), InstallError> {
+) -> Result<Option<Plan>, InstallError> {
     create_plan_with(api, index, install, app, step, "converge".into(), None).await
 }
 
-/// Creates the Plan of `step` with `reason` and a runtime role override.
+/// Creates the Plan of `step` with `reason` and a runtime role override; the Plan as
+/// created, or `None` if it already existed.
 async fn create_plan_with(
     api: &Api<Plan>,
     index: &PlanIndex,
@@ -716,7 +675,7 @@ async fn create_plan_with(
     step: &Step,
     reason: String,
     role_override: Option<String>,
-) -> Result<(), InstallError> {
+) -> Result<Option<Plan>, InstallError> {
     let owner = install
         .controller_owner_ref(&())
         .expect("a stored Install has a name and uid");
@@ -742,11 +701,11 @@ async fn create_plan_with(
     match api.create(&PostParams::default(), &plan).await {
         Ok(created) => {
             // The watch brings it too, but a reconcile before that must not create it again.
-            index.remember(created);
-            Ok(())
+            index.remember(created.clone());
+            Ok(Some(created))
         }
         // Already created by an earlier reconcile (or a replica before a restart).
-        Err(kube_client::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(kube_client::Error::Api(e)) if e.code == 409 => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -754,7 +713,7 @@ async fn create_plan_with(
 fn component_states(
     graph: &ComponentGraph,
     steps: &[Step],
-    plans: &BTreeMap<String, Plan>,
+    plans: &BTreeMap<String, Arc<Plan>>,
     release: Option<String>,
 ) -> Vec<ComponentState> {
     graph
@@ -764,20 +723,18 @@ fn component_states(
             let step = steps
                 .iter()
                 .find(|s| s.entity.name == *component && s.entity.kind == EntityKind::Component);
-            let phase = step
-                .and_then(|s| plans.get(&s.name))
-                .and_then(|p| p.status.as_ref())
-                .and_then(|s| s.phase);
+            let plan = step.and_then(|s| plans.get(&s.name));
+            let phase = plan.and_then(|p| p.status.as_ref()).and_then(|s| s.phase);
             ComponentState {
                 name: component.clone(),
                 release: (phase == Some(PlanPhase::Succeeded))
                     .then(|| release.clone())
                     .flatten(),
-                phase: Some(match phase {
-                    Some(PlanPhase::Succeeded) => ComponentPhase::Deployed,
-                    Some(PlanPhase::Failed | PlanPhase::Denied) => ComponentPhase::Failed,
-                    Some(_) => ComponentPhase::Deploying,
-                    None => ComponentPhase::Pending,
+                phase: Some(match (plan, phase) {
+                    (_, Some(PlanPhase::Succeeded)) => ComponentPhase::Deployed,
+                    (_, Some(PlanPhase::Failed | PlanPhase::Denied)) => ComponentPhase::Failed,
+                    (Some(_), _) => ComponentPhase::Deploying,
+                    (None, _) => ComponentPhase::Pending,
                 }),
                 last_plan: step
                     .filter(|s| plans.contains_key(&s.name))
@@ -791,7 +748,7 @@ fn component_states(
 
 async fn set_status(
     install: &Install,
-    client: &Client,
+    ctx: &Context,
     phase: InstallPhase,
     components: Vec<ComponentState>,
     last_plan: Option<String>,
@@ -799,7 +756,7 @@ async fn set_status(
 ) -> Result<(), InstallError> {
     set_status_with(
         install,
-        client,
+        ctx,
         phase,
         components,
         last_plan,
@@ -812,10 +769,12 @@ async fn set_status(
 /// Writes the status with `ours`: the conditions this controller owns (`Held`,
 /// `ReleasePinned`) present only while they hold, each keeping its transition time
 /// while its message stays. Other controllers' conditions are kept. With `fence`, the
-/// write only applies at that resourceVersion (409 otherwise).
+/// write only applies at that resourceVersion (409 otherwise). A status equal to the
+/// install's, or to the one this controller last wrote when `install` is an older copy
+/// than that write, is not written.
 async fn set_status_with(
     install: &Install,
-    client: &Client,
+    ctx: &Context,
     phase: InstallPhase,
     components: Vec<ComponentState>,
     last_plan: Option<String>,
@@ -847,7 +806,7 @@ async fn set_status_with(
         observed_generation: install.metadata.generation,
         ..previous
     };
-    if install.status.as_ref() == Some(&status) {
+    if install.status.as_ref() == Some(&status) || ctx.written.already(install, &status) {
         return Ok(());
     }
     // A merge patch leaves out what serialises to nothing; say explicitly that emptied
@@ -861,19 +820,61 @@ async fn set_status_with(
     if let Some(body) = body.as_object_mut() {
         body.remove("runnerTokenHash");
     }
-    Api::<Install>::namespaced(client.clone(), &install.namespace().unwrap_or_default())
-        .patch_status(
-            &install.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(match fence {
-                Some(version) => {
-                    json!({ "metadata": {"resourceVersion": version}, "status": body })
-                }
-                None => json!({ "status": body }),
-            }),
-        )
-        .await?;
+    let written =
+        Api::<Install>::namespaced(ctx.client.clone(), &install.namespace().unwrap_or_default())
+            .patch_status(
+                &install.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(match fence {
+                    Some(version) => {
+                        json!({ "metadata": {"resourceVersion": version}, "status": body })
+                    }
+                    None => json!({ "status": body }),
+                }),
+            )
+            .await?;
+    ctx.written.record(&written, status);
     Ok(())
+}
+
+/// The status this controller last wrote to each install and the resourceVersion that
+/// write produced. The controller works from watched copies of installs, which lag its
+/// own writes: a reconcile that reaches the same status from a copy older than the
+/// write would otherwise write it again.
+#[derive(Default)]
+struct WrittenStatus(Mutex<HashMap<String, (InstallStatus, i64)>>);
+
+impl WrittenStatus {
+    /// Whether `status` is what was last written and `install` predates that write.
+    fn already(&self, install: &Install, status: &InstallStatus) -> bool {
+        let (Some(uid), Some(seen)) = (install.uid(), revision_of(install)) else {
+            return false;
+        };
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .get(&uid)
+            .is_some_and(|(written, at)| written == status && seen < *at)
+    }
+
+    fn record(&self, written: &Install, status: InstallStatus) {
+        if let (Some(uid), Some(at)) = (written.uid(), revision_of(written)) {
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .insert(uid, (status, at));
+        }
+    }
+
+    fn forget(&self, install: &Install) {
+        if let Some(uid) = install.uid() {
+            self.0.lock().expect("not poisoned").remove(&uid);
+        }
+    }
+}
+
+fn revision_of(install: &Install) -> Option<i64> {
+    install.resource_version()?.parse().ok()
 }
 
 /// An install pinned (`spec.release`) to a release other than that of the App's
@@ -885,17 +886,14 @@ async fn set_status_with(
 /// brought up to date, and the `ReleasePinned` condition says why nothing moves.
 async fn hold_on_release(
     install: &Install,
-    client: &Client,
+    ctx: &Context,
     pinned: &str,
     current: &str,
 ) -> Result<(), InstallError> {
     let namespace = install.namespace().unwrap_or_default();
     let previous = install.status.clone().unwrap_or_default();
-    let reports = Api::<DriftReport>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={}", install.name_any())))
-        .await?
-        .items;
-    let drift = crate::drift_controller::component_drift(&reports);
+    let reports = ctx.drift.of(&namespace, &install.name_any());
+    let drift = crate::drift_controller::component_drift(reports.values().map(Arc::as_ref));
     let mut components = previous.components.clone();
     for state in &mut components {
         if let Some((drift, fields)) = drift.get(&state.name) {
@@ -924,7 +922,7 @@ async fn hold_on_release(
     // last write) is never written back; a conflict is retried with the fresh one.
     set_status_with(
         install,
-        client,
+        ctx,
         previous.phase.unwrap_or(InstallPhase::Pending),
         components,
         previous.last_plan.clone(),

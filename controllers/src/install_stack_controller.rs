@@ -40,7 +40,7 @@ pub async fn run(client: Client, options: StackOptions) {
     });
     // Any App change re-renders every install's stack (rendering is cheap, and
     // server-side apply makes an unchanged stack a no-op).
-    let app_changes = watcher::watcher(Api::<App>::all(client.clone()), watcher::Config::default())
+    let app_changes = watcher::watcher(Api::<App>::all(client.clone()), crate::watch_config())
         .default_backoff()
         .filter_map(
             |event| async move { matches!(event, Ok(watcher::Event::Apply(_))).then_some(()) },
@@ -48,19 +48,16 @@ pub async fn run(client: Client, options: StackOptions) {
     // Only spec and label changes of an Install change its stack: the install
     // controller's many status updates must not re-render it each time.
     let (reader, writer) = reflector::store();
-    let installs = watcher::watcher(
-        Api::<Install>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(
-        predicates::generation.combine(predicates::labels),
-        Default::default(),
-    );
+    let installs = watcher::watcher(Api::<Install>::all(client.clone()), crate::watch_config())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation.combine(predicates::labels),
+            Default::default(),
+        );
     Controller::for_stream(installs, reader)
-        .owns(Api::<InstallStack>::all(client), watcher::Config::default())
+        .owns(Api::<InstallStack>::all(client), crate::watch_config())
         .reconcile_all_on(app_changes)
         .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)

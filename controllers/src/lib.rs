@@ -2,6 +2,7 @@
 //! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
 //! share (templates, the role precedence chain, app validation, install stacks).
 
+pub mod app_cache;
 pub mod app_check;
 pub mod app_controller;
 pub mod app_objects;
@@ -30,6 +31,13 @@ pub use app_check::{Problem, check_app, release_hash};
 /// thousands of installs opens thousands of requests to the API server at once, which
 /// then fail and back off; bounded, they queue and each finishes quickly.
 pub const CONCURRENCY: u16 = 32;
+
+/// How every controller watches: lists stream as watch events from the API server's
+/// cache (`sendInitialEvents`, Kubernetes' WatchList) rather than arriving in pages of
+/// 500, the later ones read from the store; a fleet has hundreds of thousands of Plans.
+pub fn watch_config() -> kube_client::runtime::watcher::Config {
+    kube_client::runtime::watcher::Config::default().streaming_lists()
+}
 
 /// The settings every controller runs with.
 pub fn controller_config() -> kube_client::runtime::controller::Config {

@@ -3,22 +3,24 @@
 //! then apply the install's approval mode. Verdicts and approval bind to the Plan's
 //! content hash. An undeclared role, a denying policy or a missing install denies the
 //! Plan with a reason — never a silent fallback.
+//!
+//! What it decides on (installs, apps, their objects, policies) is read from watched
+//! caches ([`AppCache`]), not asked of the API server per Plan; a Plan made from objects
+//! the caches have not seen yet waits for them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube_client::api::{Api, ListParams, Patch, PatchParams};
+use kube_client::api::{Api, Patch, PatchParams};
 use kube_client::runtime::controller::{Action, Controller};
-use kube_client::runtime::watcher;
+use kube_client::runtime::reflector::{self, ObjectRef, Store};
+use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{
-    Action as AppAction, App, Approval, ApprovalMode, Component, Install, OperationRole, Plan,
-    PlanPhase, PlanStatus, Verdict,
-};
+use outpost_api::{Approval, ApprovalMode, Install, Plan, PlanPhase, PlanStatus, Verdict};
 
-use crate::app_objects::AppObjects;
+use crate::app_cache::AppCache;
 use crate::role_chain::resolve_role;
 use crate::template::{InstallOutputs, TemplateContext};
 
@@ -36,73 +38,108 @@ pub type PolicyCheck = Arc<dyn Fn(&Plan, &[outpost_api::Policy]) -> Vec<Verdict>
 struct Context {
     client: Client,
     policies: PolicyCheck,
+    apps: AppCache,
+    installs: Store<Install>,
 }
 
 /// Runs the Plan gate until the stream ends.
 pub async fn run(client: Client, policies: PolicyCheck) {
+    let (apps, app_changes) = AppCache::new(&client);
+    let (installs, installs_writer) = reflector::store();
+    let install_changes = watcher(Api::<Install>::all(client.clone()), crate::watch_config())
+        .default_backoff()
+        .reflect(installs_writer);
     let ctx = Arc::new(Context {
         client: client.clone(),
         policies,
+        apps,
+        installs,
     });
-    Controller::new(Api::<Plan>::all(client), watcher::Config::default())
+    // The gate keeps every Plan in memory; once a Plan is decided, it never reads its
+    // rendered state again, so that (most of a Plan) is not kept.
+    let (plans, plans_writer) = reflector::store();
+    let plan_events = watcher(Api::<Plan>::all(client), crate::watch_config())
+        .default_backoff()
+        .modify(|plan: &mut Plan| {
+            plan.metadata.managed_fields = None;
+            if !is_pending(plan) {
+                plan.spec.desired_state = None;
+            }
+        })
+        .reflect(plans_writer)
+        .applied_objects();
+    let gate = Controller::for_stream(plan_events, plans)
         .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {
                 tracing::debug!(error = %err, "plan gate");
             }
-        })
-        .await;
+        });
+    // The caches' watches run as long as the gate does.
+    tokio::join!(
+        gate,
+        app_changes.for_each(|_| std::future::ready(())),
+        install_changes.for_each(|_| std::future::ready(())),
+    );
 }
 
-/// The gate's decision for one Plan.
-async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
+/// Whether the gate has yet to decide `plan`.
+fn is_pending(plan: &Plan) -> bool {
+    plan.status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_none_or(|phase| phase == PlanPhase::Pending)
+}
+
+/// How long the gate waits for its caches to reach the release a Plan was made from
+/// before it decides on what it has (the App moved on meanwhile).
+const CATCH_UP: Duration = Duration::from_secs(10);
+
+/// The gate's decision for one Plan; `None` while its caches are behind the Plan.
+async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateError> {
     let namespace = plan.namespace().unwrap_or_default();
-    let client = &ctx.client;
     let mut status = PlanStatus::default();
     let deny = |mut status: PlanStatus, message: String| {
         status.phase = Some(PlanPhase::Denied);
         status.message = Some(message);
-        status
+        Some(status)
     };
-    let Some(install) = Api::<Install>::namespaced(client.clone(), &namespace)
-        .get_opt(&plan.spec.install)
-        .await?
+    if !ctx.apps.ready().await {
+        return Ok(None);
+    }
+    let Some(install) = ctx
+        .installs
+        .get(&ObjectRef::new(&plan.spec.install).within(&namespace))
     else {
+        // A Plan is made after its install: a missing one is deleted, or not seen yet.
+        if young(plan) {
+            return Ok(None);
+        }
         return Ok(deny(
             status,
             format!("install {:?} does not exist", plan.spec.install),
         ));
     };
-    let Some(app) = Api::<App>::namespaced(client.clone(), &namespace)
-        .get_opt(&install.spec.app)
-        .await?
-    else {
+    let Some(release) = ctx.apps.release(&namespace, &install.spec.app) else {
         return Ok(deny(
             status,
             format!("app {:?} does not exist", install.spec.app),
         ));
     };
-    let of_app = ListParams::default().fields(&format!("spec.app={}", install.spec.app));
-    let components = Api::<Component>::namespaced(client.clone(), &namespace)
-        .list(&of_app)
-        .await?
-        .items;
-    let actions = Api::<AppAction>::namespaced(client.clone(), &namespace)
-        .list(&of_app)
-        .await?
-        .items;
-    let roles = Api::<OperationRole>::namespaced(client.clone(), &namespace)
-        .list(&of_app)
-        .await?
-        .items;
-    let objects = AppObjects {
-        app: &app,
-        components: &components,
-        actions: &actions,
-        operation_roles: &roles,
-    };
-    let context = match TemplateContext::new(&app, &install, &InstallOutputs::default()) {
+    if plan
+        .spec
+        .release
+        .as_ref()
+        .is_some_and(|r| *r != release.hash())
+        && young(plan)
+    {
+        // Made from objects the caches have not seen yet.
+        return Ok(None);
+    }
+    let app = &release.app;
+    let objects = release.objects();
+    let context = match TemplateContext::new(app, &install, &InstallOutputs::default()) {
         Ok(context) => context,
         Err(err) => {
             return Ok(deny(
@@ -119,10 +156,9 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
         Err(err) => return Ok(deny(status, err.to_string())),
     }
 
-    let policies = Api::<outpost_api::Policy>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await?
-        .items
+    let policies = ctx
+        .apps
+        .policies(&namespace)
         .into_iter()
         .filter(|p| outpost_policy::applies_to_install(p, &install))
         .collect::<Vec<_>>();
@@ -152,20 +188,31 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<PlanStatus, GateError> {
         }
         ApprovalMode::Prompt => status.phase = Some(PlanPhase::AwaitingApproval),
     }
-    Ok(status)
+    Ok(Some(status))
+}
+
+/// Whether `plan` was made within [`CATCH_UP`] (its creation time has one-second
+/// precision).
+fn young(plan: &Plan) -> bool {
+    plan.metadata
+        .creation_timestamp
+        .as_ref()
+        .is_none_or(|created| {
+            jiff::Timestamp::now()
+                .duration_since(created.0)
+                .unsigned_abs()
+                < CATCH_UP + Duration::from_secs(1)
+        })
 }
 
 async fn reconcile(plan: Arc<Plan>, ctx: Arc<Context>) -> Result<Action, GateError> {
     // The gate decides once: a Plan past Pending belongs to operators and the runner.
-    let pending = plan
-        .status
-        .as_ref()
-        .and_then(|s| s.phase)
-        .is_none_or(|phase| phase == PlanPhase::Pending);
-    if !pending {
+    if !is_pending(&plan) {
         return Ok(Action::await_change());
     }
-    let status = decide(&plan, &ctx).await?;
+    let Some(status) = decide(&plan, &ctx).await? else {
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    };
     // Conditioned on the resourceVersion the decision was made on: a concurrent change
     // (say an operator's) wins, and the Plan is looked at again.
     let patch = serde_json::json!({

@@ -1,10 +1,15 @@
-//! The install controller's view of Plans: one watch on every Plan, indexed by the
-//! install that owns it (label `outpost.dev/install`), like an informer with an index.
+//! The install controller's view of an install's objects (Plans, DriftReports): one
+//! watch of every object of the kind, indexed by the install that owns it (label
+//! `outpost.dev/install`), like an informer with an index.
 //!
-//! Listing an install's Plans through the API on every reconcile would cost a read of
-//! every Plan of the namespace each time (the server filters by label after reading),
-//! so reconciling a fleet would be quadratic. The index is fed by the same stream that
-//! triggers reconciles, so a reconcile caused by a Plan event always sees that event.
+//! Listing an install's Plans through the API on every reconcile would cost a request
+//! each time, so reconciling a fleet would load the API server with one list per
+//! install per change. The index is fed by the same stream that triggers reconciles, so
+//! a reconcile caused by an event always sees that event.
+//!
+//! What the controller never reads is dropped as objects come in (a Plan's rendered
+//! desired state and every object's managed fields): the index holds every Plan of the
+//! fleet, and those are most of a Plan's size.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,71 +19,104 @@ use futures::{Stream, StreamExt as _};
 use kube_client::api::Api;
 use kube_client::runtime::reflector::ObjectRef;
 use kube_client::runtime::{WatchStreamExt as _, watcher};
-use kube_client::{Client, ResourceExt as _};
-use outpost_api::{Install, Plan};
+use kube_client::{Client, Resource, ResourceExt as _};
+use outpost_api::{DriftReport, Install, Plan};
 
 use crate::install_controller::INSTALL_LABEL;
 
-/// (namespace, install) → Plans by name.
-type Index = HashMap<(String, String), BTreeMap<String, Arc<Plan>>>;
+/// (namespace, install) → objects by name.
+type Index<K> = HashMap<(String, String), BTreeMap<String, Arc<K>>>;
 
-/// Every Plan, by install.
-#[derive(Default)]
-pub struct PlanIndex {
-    plans: RwLock<Index>,
+/// An object kept in an [`InstallIndex`], trimmed of what is never read.
+pub trait Indexed:
+    Resource<DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// Drops what the index's readers do not need.
+    fn trim(&mut self) {
+        self.meta_mut().managed_fields = None;
+    }
+}
+
+impl Indexed for Plan {
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec.desired_state = None;
+    }
+}
+
+impl Indexed for DriftReport {}
+
+/// Every object of a kind, by install.
+pub struct InstallIndex<K> {
+    objects: RwLock<Index<K>>,
     /// Filled while a (re)list is under way; swapped in when it completes.
-    relist: RwLock<Index>,
+    relist: RwLock<Index<K>>,
     ready: AtomicBool,
 }
 
-impl PlanIndex {
+/// Every Plan, by install.
+pub type PlanIndex = InstallIndex<Plan>;
+
+impl<K> Default for InstallIndex<K> {
+    fn default() -> Self {
+        InstallIndex {
+            objects: RwLock::default(),
+            relist: RwLock::default(),
+            ready: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<K: Indexed> InstallIndex<K> {
     /// Whether the first list completed (until then the index knows nothing).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// The Plans of `install` in `namespace`, by name.
-    pub fn of(&self, namespace: &str, install: &str) -> BTreeMap<String, Plan> {
-        self.plans
+    /// The objects of `install` in `namespace`, by name.
+    pub fn of(&self, namespace: &str, install: &str) -> BTreeMap<String, Arc<K>> {
+        self.objects
             .read()
             .expect("not poisoned")
             .get(&(namespace.to_owned(), install.to_owned()))
-            .map(|plans| {
-                plans
-                    .iter()
-                    .map(|(name, plan)| (name.clone(), Plan::clone(plan)))
-                    .collect()
-            })
+            .cloned()
             .unwrap_or_default()
     }
 
-    /// Records a Plan this controller just created, unless the watch already brought it
-    /// (possibly newer).
-    pub fn remember(&self, plan: Plan) {
-        if let Some(key) = key_of(&plan) {
-            self.plans
+    /// Records an object this controller just created, unless the watch already
+    /// brought it (possibly newer).
+    pub fn remember(&self, mut object: K) {
+        object.trim();
+        if let Some(key) = key_of(&object) {
+            self.objects
                 .write()
                 .expect("not poisoned")
                 .entry(key)
                 .or_default()
-                .entry(plan.name_any())
-                .or_insert_with(|| Arc::new(plan));
+                .entry(object.name_any())
+                .or_insert_with(|| Arc::new(object));
         }
     }
 
-    /// Watches every Plan, keeping the index current; yields the installs to reconcile
-    /// after each change (every indexed install after a relist).
+    /// Watches every object of the kind, keeping the index current; yields the installs
+    /// to reconcile after each change (every indexed install after a relist).
     pub fn watch(
         self: Arc<Self>,
         client: Client,
     ) -> impl Stream<Item = ObjectRef<Install>> + Send + 'static {
-        watcher(Api::<Plan>::all(client), watcher::Config::default())
+        watcher(Api::<K>::all(client), crate::watch_config())
             .default_backoff()
             .flat_map(move |event| {
                 let refs = match event {
                     Ok(event) => self.apply(event),
                     Err(err) => {
-                        tracing::debug!(error = %err, "plan index watch");
+                        tracing::debug!(error = %err, "install index watch");
                         vec![]
                     }
                 };
@@ -86,20 +124,21 @@ impl PlanIndex {
             })
     }
 
-    fn apply(&self, event: watcher::Event<Plan>) -> Vec<ObjectRef<Install>> {
+    fn apply(&self, event: watcher::Event<K>) -> Vec<ObjectRef<Install>> {
         match event {
             watcher::Event::Init => {
                 self.relist.write().expect("not poisoned").clear();
                 vec![]
             }
-            watcher::Event::InitApply(plan) => {
-                if let Some(key) = key_of(&plan) {
+            watcher::Event::InitApply(mut object) => {
+                object.trim();
+                if let Some(key) = key_of(&object) {
                     self.relist
                         .write()
                         .expect("not poisoned")
                         .entry(key)
                         .or_default()
-                        .insert(plan.name_any(), Arc::new(plan));
+                        .insert(object.name_any(), Arc::new(object));
                 }
                 vec![]
             }
@@ -109,33 +148,34 @@ impl PlanIndex {
                     .keys()
                     .map(|(ns, install)| ObjectRef::new(install).within(ns))
                     .collect();
-                *self.plans.write().expect("not poisoned") = fresh;
+                *self.objects.write().expect("not poisoned") = fresh;
                 self.ready.store(true, Ordering::Release);
                 refs
             }
-            watcher::Event::Apply(plan) => {
-                let Some(key) = key_of(&plan) else {
+            watcher::Event::Apply(mut object) => {
+                object.trim();
+                let Some(key) = key_of(&object) else {
                     return vec![];
                 };
                 let target = ObjectRef::new(&key.1).within(&key.0);
-                self.plans
+                self.objects
                     .write()
                     .expect("not poisoned")
                     .entry(key)
                     .or_default()
-                    .insert(plan.name_any(), Arc::new(plan));
+                    .insert(object.name_any(), Arc::new(object));
                 vec![target]
             }
-            watcher::Event::Delete(plan) => {
-                let Some(key) = key_of(&plan) else {
+            watcher::Event::Delete(object) => {
+                let Some(key) = key_of(&object) else {
                     return vec![];
                 };
                 let target = ObjectRef::new(&key.1).within(&key.0);
-                let mut plans = self.plans.write().expect("not poisoned");
-                if let Some(of_install) = plans.get_mut(&key) {
-                    of_install.remove(&plan.name_any());
+                let mut objects = self.objects.write().expect("not poisoned");
+                if let Some(of_install) = objects.get_mut(&key) {
+                    of_install.remove(&object.name_any());
                     if of_install.is_empty() {
-                        plans.remove(&key);
+                        objects.remove(&key);
                     }
                 }
                 vec![target]
@@ -144,7 +184,7 @@ impl PlanIndex {
     }
 }
 
-fn key_of(plan: &Plan) -> Option<(String, String)> {
-    let install = plan.labels().get(INSTALL_LABEL)?;
-    Some((plan.namespace()?, install.clone()))
+fn key_of<K: Resource>(object: &K) -> Option<(String, String)> {
+    let install = object.labels().get(INSTALL_LABEL)?;
+    Some((object.namespace()?, install.clone()))
 }

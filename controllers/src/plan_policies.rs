@@ -13,18 +13,48 @@
 //! A policy whose module does not compile denies (admission normally refuses such
 //! modules; this covers ones stored before a policy engine upgrade).
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 use outpost_api::{Plan, Policy, PolicyInput, Verdict};
 use outpost_policy::{CompiledPolicy, PolicyMeta, compile, evaluate};
 use serde_json::Value;
 
+/// Modules compiled so far, by policy name and module text: a Policy is compiled once,
+/// not once per Plan. Cleared when it grows past [`COMPILED_LIMIT`] (edited policies
+/// leave their old modules behind).
+static COMPILED: LazyLock<Mutex<HashMap<(String, String), Compiled>>> =
+    LazyLock::new(Default::default);
+/// Modules [`COMPILED`] holds at most.
+const COMPILED_LIMIT: usize = 1_024;
+
+/// A compiled module, or why it does not compile.
+type Compiled = Result<Arc<CompiledPolicy>, String>;
+
+fn compiled(name: &str, module: &str) -> Compiled {
+    let key = (name.to_owned(), module.to_owned());
+    if let Some(found) = COMPILED.lock().expect("not poisoned").get(&key) {
+        return found.clone();
+    }
+    let result = compile(name, module)
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+    let mut cache = COMPILED.lock().expect("not poisoned");
+    if cache.len() >= COMPILED_LIMIT {
+        cache.clear();
+    }
+    cache.insert(key, result.clone());
+    result
+}
+
 /// The verdicts of `policies` on `plan`.
 pub fn check_plan(plan: &Plan, policies: &[Policy]) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
-    let mut compiled: Vec<(PolicyMeta, CompiledPolicy)> = Vec::new();
+    let mut modules: Vec<(PolicyMeta, Arc<CompiledPolicy>)> = Vec::new();
     for policy in policies {
         let meta = PolicyMeta::from_policy(policy);
-        match compile(&meta.name, &policy.spec.module) {
-            Ok(module) => compiled.push((meta, module)),
+        match compiled(&meta.name, &policy.spec.module) {
+            Ok(module) => modules.push((meta, module)),
             Err(err) => verdicts.push(Verdict {
                 policy: meta.name.clone(),
                 enforcement: meta.enforcement,
@@ -33,7 +63,8 @@ pub fn check_plan(plan: &Plan, policies: &[Policy]) -> Vec<Verdict> {
             }),
         }
     }
-    let pairs: Vec<(&PolicyMeta, &CompiledPolicy)> = compiled.iter().map(|(m, c)| (m, c)).collect();
+    let pairs: Vec<(&PolicyMeta, &CompiledPolicy)> =
+        modules.iter().map(|(m, c)| (m, c.as_ref())).collect();
     let desired = plan.spec.desired_state.clone().unwrap_or(Value::Null);
     let manifests = desired
         .get("manifests")

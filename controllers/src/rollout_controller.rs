@@ -53,15 +53,13 @@ pub async fn run(client: Client) {
         client: client.clone(),
     });
     // An install's status moving (a Plan succeeded or failed) may complete or halt a wave.
-    let install_changes = watcher::watcher(
-        Api::<Install>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .filter_map(|e| async move {
-        matches!(e, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))).then_some(())
-    });
-    Controller::new(Api::<Rollout>::all(client), watcher::Config::default())
+    let install_changes =
+        watcher::watcher(Api::<Install>::all(client.clone()), crate::watch_config())
+            .default_backoff()
+            .filter_map(|e| async move {
+                matches!(e, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))).then_some(())
+            });
+    Controller::new(Api::<Rollout>::all(client), crate::watch_config())
         .reconcile_all_on(install_changes)
         .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)

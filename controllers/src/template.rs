@@ -138,9 +138,17 @@ pub struct InstallOutputs {
 
 /// What templates of one install render against. Built only from an App, an
 /// Install and outputs, so it cannot hold a secret value.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct TemplateContext {
     value: Value,
+    /// `value` as the renderer holds it, converted once rather than per template.
+    rendered_from: minijinja::Value,
+}
+
+impl PartialEq for TemplateContext {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
 }
 
 impl TemplateContext {
@@ -204,15 +212,19 @@ impl TemplateContext {
             "sandbox": { "outputs": outputs.sandbox },
         });
         refuse_secret_references("", &value)?;
-        let mut context = Self { value };
-        context.value["secrets"] = app
+        let mut value = value;
+        value["secrets"] = app
             .spec
             .secrets
             .iter()
             .map(|s| (s.name.clone(), Value::String(secret_reference(&s.name))))
             .collect::<Map<_, _>>()
             .into();
-        Ok(context)
+        let rendered_from = minijinja::Value::from_serialize(&value);
+        Ok(Self {
+            value,
+            rendered_from,
+        })
     }
 
     /// Renders one template.
@@ -222,6 +234,10 @@ impl TemplateContext {
     /// naming the first reference without a value, [`TemplateError::Render`]
     /// otherwise.
     pub fn render_str(&self, template: &str) -> Result<String, TemplateError> {
+        if !template.contains('{') {
+            // No tag, expression or comment: Jinja renders the text as it is.
+            return Ok(template.to_owned());
+        }
         let source = dash_names(template);
         let compiled =
             environment()
@@ -230,7 +246,7 @@ impl TemplateContext {
                     template: template.to_owned(),
                     source,
                 })?;
-        compiled.render(&self.value).map_err(|source| {
+        compiled.render(&self.rendered_from).map_err(|source| {
             let undefined = (source.kind() == ErrorKind::UndefinedError)
                 .then(|| self.first_undefined(&compiled))
                 .flatten();

@@ -8,16 +8,16 @@
 //! ([`InstallScope::owns`]): the stored object of a get, update, patch or delete, the
 //! new object of a create, update or patch, and each object of a list or watch.
 
-use serde_json::Value;
-
 use super::User;
 use crate::request::{ResourceRequest, Verb};
-use crate::selectors::{FieldSelector, LabelSelector, Operator};
+use crate::selectors::{FieldSelector, LabelSelector, Operator, Selectable};
 
 /// The API group of Outpost's kinds.
 const GROUP: &str = "outpost.dev";
 /// The label controllers put on an install's objects.
 pub const INSTALL_LABEL: &str = "outpost.dev/install";
+/// The field by which an install's objects (Plans, DriftReports, AuditEvents) name it.
+pub const SCOPE_FIELD: &str = "spec.install";
 
 /// What an authorized request may touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,18 +49,23 @@ pub enum Owner {
 
 impl InstallScope {
     /// Whether `object` belongs to the install.
-    pub fn owns(&self, object: &Value) -> bool {
-        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    pub fn owns(&self, object: &(impl Selectable + ?Sized)) -> bool {
         match self.owner {
-            Owner::Name => text("/metadata/name") == Some(&self.install),
+            Owner::Name => object.field("metadata.name") == self.install.as_str(),
             Owner::SpecInstall => {
-                text("/spec/install") == Some(&self.install)
+                object.field(SCOPE_FIELD) == self.install.as_str()
                     && object
-                        .pointer("/metadata/labels")
-                        .and_then(|l| l.get(INSTALL_LABEL))
-                        .is_none_or(|l| l.as_str() == Some(&self.install))
+                        .labels()
+                        .get(INSTALL_LABEL)
+                        .is_none_or(|l| *l == self.install)
             }
         }
+    }
+
+    /// The install objects in this scope name by [`SCOPE_FIELD`] or [`INSTALL_LABEL`]
+    /// (what the watch cache indexes), when the scope is about such objects.
+    pub fn index_key(&self) -> Option<&str> {
+        (self.owner == Owner::SpecInstall).then_some(self.install.as_str())
     }
 }
 

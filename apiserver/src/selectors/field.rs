@@ -1,7 +1,10 @@
 //! Field selectors: the grammar and messages of apimachinery's `fields.ParseSelector`.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
+use super::Selectable;
 use crate::registry::ResourceType;
 
 /// One comma-separated term of a [`FieldSelector`]: `field=value`,
@@ -19,8 +22,8 @@ pub struct FieldTerm {
 impl FieldTerm {
     /// Whether `object` satisfies this term. A missing field reads as `""`, as in
     /// Kubernetes; numbers and booleans compare in their JSON text.
-    pub fn matches(&self, object: &Value) -> bool {
-        (field_text(object, &self.field) == self.value) != self.negated
+    pub fn matches(&self, object: &(impl Selectable + ?Sized)) -> bool {
+        (object.field(&self.field) == self.value.as_str()) != self.negated
     }
 }
 
@@ -78,7 +81,7 @@ impl FieldSelector {
     }
 
     /// Whether `object` satisfies every term.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub fn matches(&self, object: &(impl Selectable + ?Sized)) -> bool {
         self.terms.iter().all(|t| t.matches(object))
     }
 }
@@ -95,12 +98,12 @@ pub fn selectable_fields(rt: &ResourceType) -> Vec<String> {
 }
 
 /// The text of a dotted field of `object`; `""` when missing or null.
-fn field_text(object: &Value, path: &str) -> String {
+pub(super) fn field_text<'a>(object: &'a Value, path: &str) -> Cow<'a, str> {
     let value = path.split('.').try_fold(object, |v, key| v.get(key));
     match value {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
+        None | Some(Value::Null) => Cow::Borrowed(""),
+        Some(Value::String(s)) => Cow::Borrowed(s),
+        Some(other) => Cow::Owned(other.to_string()),
     }
 }
 

@@ -10,12 +10,34 @@
 mod field;
 mod label;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 pub use field::{FieldSelector, FieldTerm, selectable_fields};
 pub use label::{LabelSelector, Operator, Requirement};
+
+/// What selectors (and authorization scopes) read of an object: its labels and the text
+/// of its fields. Implemented by JSON objects and by the watch cache's objects, which
+/// keep these apart so that a selector never has to decode an object.
+pub trait Selectable {
+    /// `metadata.labels` (string values only).
+    fn labels(&self) -> Cow<'_, BTreeMap<String, String>>;
+    /// The text of a dotted field (`spec.install`); `""` when missing or null, numbers
+    /// and booleans in their JSON text.
+    fn field(&self, path: &str) -> Cow<'_, str>;
+}
+
+impl Selectable for Value {
+    fn labels(&self) -> Cow<'_, BTreeMap<String, String>> {
+        Cow::Owned(labels_of(self))
+    }
+
+    fn field(&self, path: &str) -> Cow<'_, str> {
+        field::field_text(self, path)
+    }
+}
 
 /// The labels of an object (`metadata.labels`); values that are not strings are
 /// ignored, a missing or malformed map is empty.

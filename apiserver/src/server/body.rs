@@ -91,6 +91,19 @@ pub fn json(code: StatusCode, value: &Value) -> Response {
         .into_response()
 }
 
+/// A JSON body already encoded.
+pub fn json_bytes(code: StatusCode, bytes: bytes::Bytes) -> Response {
+    (
+        code,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response()
+}
+
 /// A JSON response with `Warning` headers (299 warnings, as kube-apiserver sends).
 pub fn json_with_warnings(code: StatusCode, value: &Value, warnings: &[String]) -> Response {
     let mut response = json(code, value);

@@ -11,7 +11,6 @@ use http::{HeaderMap, Method, StatusCode, header};
 use super::ServerState;
 use super::{discovery, fence, list, objects, runner_token, watch, write};
 use crate::auth::{Access, RunnerToken, User, object_forbidden};
-use crate::object_meta::from_store;
 use crate::request::{RequestInfo, ResourceRequest, Verb};
 use crate::status::ApiError;
 
@@ -206,8 +205,8 @@ async fn readyz(state: &ServerState) -> Response {
 }
 
 /// The user of the bearer token: from the token file, or a runner token checked
-/// against its Install's stored hash (read from the store, so a rotation takes effect
-/// at once).
+/// against its Install's stored hash (read from the watch cache; minting answers only
+/// once the cache has the new hash, so a rotation takes effect at once).
 async fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
@@ -233,13 +232,11 @@ pub async fn authenticate_token(state: &ServerState, token: &str) -> Result<User
         .all()
         .find(|rt| runner_token::serves(rt))
         .ok_or(ApiError::Unauthorized)?;
-    let stored = state
-        .store
-        .get(&installs.key(Some(&runner.namespace), &runner.install))
-        .await
-        .map_err(|e| ApiError::Internal(format!("cannot check a runner token: {e}")))?
-        .ok_or(ApiError::Unauthorized)?;
-    let install = from_store(&stored)?;
+    let install = state
+        .cache(&installs)?
+        .get(Some(&runner.namespace), &runner.install)
+        .ok_or(ApiError::Unauthorized)?
+        .value()?;
     let hash = install
         .pointer("/status/runnerTokenHash")
         .and_then(serde_json::Value::as_str)

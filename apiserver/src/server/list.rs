@@ -1,19 +1,23 @@
 //! `GET` on a collection: paged, consistent lists with label and field selectors, as
 //! JSON lists or `meta.k8s.io/v1` Tables.
 
-use axum::response::Response;
-use http::StatusCode;
-use serde_json::{Value, json};
+use std::time::Duration;
 
-use super::body::json;
+use axum::response::Response;
+use bytes::{BufMut as _, BytesMut};
+use http::StatusCode;
+use serde_json::json;
+
+use super::body::{json, json_bytes};
 use super::dispatch::Call;
-use crate::auth::{Access, InstallScope};
+use crate::auth::{Access, INSTALL_LABEL, InstallScope, SCOPE_FIELD};
 use crate::object_meta::from_store;
 use crate::registry::ResourceType;
-use crate::selectors::{FieldSelector, LabelSelector, labels_of};
+use crate::selectors::{FieldSelector, LabelSelector, Operator, Selectable};
 use crate::status::{ApiError, Subject};
 use crate::storage::{ContinueToken, ListOptions, Revision, StoreError};
 use crate::table;
+use crate::watch_cache::Snapshot;
 
 /// The label and field selectors of a list or watch, and the install scope of the
 /// user's access: objects outside it are never listed or watched.
@@ -57,12 +61,38 @@ impl Filter {
     }
 
     /// Whether `object` passes.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub fn matches(&self, object: &(impl Selectable + ?Sized)) -> bool {
         self.labels
             .as_ref()
-            .is_none_or(|l| l.matches(&labels_of(object)))
+            .is_none_or(|l| l.matches(&object.labels()))
             && self.fields.as_ref().is_none_or(|f| f.matches(object))
             && self.scope.as_ref().is_none_or(|s| s.owns(object))
+    }
+
+    /// The one install every object that passes must name, when the filter pins it (by
+    /// the `outpost.dev/install` label, by `spec.install`, or by a runner's scope): the
+    /// watch cache then looks only at that install's objects.
+    pub fn index_key(&self) -> Option<&str> {
+        let by_scope = self.scope.as_ref().and_then(InstallScope::index_key);
+        let by_label = || {
+            self.labels.as_ref().and_then(|l| {
+                l.requirements().iter().find_map(|r| {
+                    (r.key == INSTALL_LABEL
+                        && matches!(r.operator, Operator::Equals | Operator::In)
+                        && r.values.len() == 1)
+                        .then(|| r.values[0].as_str())
+                })
+            })
+        };
+        let by_field = || {
+            self.fields.as_ref().and_then(|f| {
+                f.terms()
+                    .iter()
+                    .find(|t| t.field == SCOPE_FIELD && !t.negated)
+                    .map(|t| t.value.as_str())
+            })
+        };
+        by_scope.or_else(by_label).or_else(by_field)
     }
 }
 
@@ -86,9 +116,11 @@ fn read_revision(call: &Call) -> Result<Option<Revision>, ApiError> {
     }
 }
 
+/// How long a consistent list waits for the watch cache to catch up with the store
+/// before reading the store instead.
+const CACHE_WAIT: Duration = Duration::from_secs(3);
+
 pub async fn list(call: &Call) -> Result<Response, ApiError> {
-    let rt = &call.rt;
-    let prefix = rt.key_prefix(call.namespace());
     let filter = Filter::from_call(call)?;
     let limit: usize = match call.param("limit") {
         Some(l) => l
@@ -96,6 +128,102 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
             .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
         None => 0,
     };
+    if call.param("continue").is_none() && read_revision(call)?.is_none() {
+        if let Some(snapshot) = from_cache(call, &filter).await? {
+            // As kube-apiserver's cache does, `resourceVersion=0` answers with every
+            // object at once: there is no snapshot in the store to page through.
+            let limit = if call.param("resourceVersion") == Some("0") {
+                0
+            } else {
+                limit
+            };
+            return cached_list(call, snapshot, limit);
+        }
+    }
+    list_from_store(call, &filter, limit).await
+}
+
+/// The list from the watch cache, once it has every change up to the revision the
+/// request asks for: the store's current one when `resourceVersion` is unset (a
+/// consistent read, as kube-apiserver serves from its cache), any with `0`, at least
+/// `N` with `N`. `None` when the cache did not catch up in time.
+async fn from_cache(call: &Call, filter: &Filter) -> Result<Option<Snapshot>, ApiError> {
+    let cache = call.state.cache(&call.rt)?;
+    let wanted = match call.param("resourceVersion") {
+        Some("0") => None,
+        Some(rv) => Some(
+            rv.parse::<Revision>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
+        ),
+        None => Some(
+            call.state
+                .store
+                .current_revision()
+                .await
+                .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, "")))?,
+        ),
+    };
+    if let Some(revision) = wanted
+        && !call.state.progress.wait_for(revision, CACHE_WAIT).await
+    {
+        tracing::warn!(
+            revision,
+            "the watch cache is behind the store: listing from the store"
+        );
+        return Ok(None);
+    }
+    Ok(Some(cache.list(
+        call.namespace(),
+        filter.index_key(),
+        |object| filter.matches(object),
+    )))
+}
+
+/// Answers a list from a cache snapshot: its objects' JSON as it is, or a Table.
+/// A `limit` it exceeds gives a continue token at the snapshot's revision, read from
+/// the store.
+fn cached_list(call: &Call, snapshot: Snapshot, limit: usize) -> Result<Response, ApiError> {
+    let Snapshot {
+        mut objects,
+        revision,
+    } = snapshot;
+    let mut list_meta = json!({"resourceVersion": revision.to_string()});
+    if limit > 0 && objects.len() > limit {
+        objects.truncate(limit);
+        let last = &objects[limit - 1].key;
+        list_meta["continue"] = json!(ContinueToken::after(revision, last).encode());
+    }
+    let rt = &call.rt;
+    if table::wants_table(call.accept()) {
+        let include = table::IncludeObject::from_query(call.param("includeObject"))?;
+        let items = objects
+            .iter()
+            .map(|o| o.value())
+            .collect::<Result<Vec<_>, _>>()?;
+        let table = table::table(rt, &items, list_meta, include, jiff::Timestamp::now());
+        return Ok(json(StatusCode::OK, &table));
+    }
+    let head = json!({"apiVersion": rt.api_version(), "kind": rt.list_kind, "metadata": list_meta});
+    let head = serde_json::to_vec(&head).expect("JSON encodes");
+    let size: usize = objects.iter().map(|o| o.json().len() + 1).sum();
+    let mut body = BytesMut::with_capacity(head.len() + size + 16);
+    // `{"apiVersion":..,"kind":..,"metadata":{..}` then `,"items":[...]}`.
+    body.put_slice(&head[..head.len() - 1]);
+    body.put_slice(b",\"items\":[");
+    for (i, object) in objects.iter().enumerate() {
+        if i > 0 {
+            body.put_u8(b',');
+        }
+        body.put_slice(object.json());
+    }
+    body.put_slice(b"]}");
+    Ok(json_bytes(StatusCode::OK, body.freeze()))
+}
+
+/// The list read from the store (continue tokens, and reads at an exact revision).
+async fn list_from_store(call: &Call, filter: &Filter, limit: usize) -> Result<Response, ApiError> {
+    let rt = &call.rt;
+    let prefix = rt.key_prefix(call.namespace());
     let sent_continue = call.param("continue").map(str::to_owned);
     let mut token = sent_continue.clone();
     let revision = if token.is_some() {

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
 use super::ServerState;
+use crate::storage::Observation;
 
 const BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -51,29 +52,49 @@ struct Counters {
     watches_total: BTreeMap<String, u64>,
 }
 
-/// Store latency by operation.
+/// Store latency by operation, and writes by operation, resource and result.
 #[derive(Default)]
 pub struct StoreMetrics {
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
+    writes: Mutex<BTreeMap<(&'static str, String, &'static str), u64>>,
 }
 
 impl StoreMetrics {
     /// Records one operation.
-    pub fn observe(&self, operation: &'static str, took: Duration) {
+    pub fn observe(&self, op: Observation<'_>) {
         self.latency
             .lock()
             .expect("metrics lock")
-            .entry(operation)
+            .entry(op.operation)
             .or_default()
-            .observe(took.as_secs_f64());
+            .observe(op.took.as_secs_f64());
+        if matches!(op.operation, "create" | "update" | "delete") {
+            // Keys are /registry/<group>/<plural>/...: the plural names the resource.
+            let resource = op.key.split('/').nth(3).unwrap_or_default();
+            let result = if op.ok { "ok" } else { "refused" };
+            *self
+                .writes
+                .lock()
+                .expect("metrics lock")
+                .entry((op.operation, resource.to_owned(), result))
+                .or_default() += 1;
+        }
     }
 
     fn render(&self, out: &mut String) {
+        out.push_str("# HELP outpost_store_request_duration_seconds Store latency by operation.\n# TYPE outpost_store_request_duration_seconds histogram\n");
         for (op, h) in self.latency.lock().expect("metrics lock").iter() {
             h.render(
                 out,
                 "outpost_store_request_duration_seconds",
                 &format!("operation=\"{op}\""),
+            );
+        }
+        out.push_str("# HELP outpost_store_writes_total Store writes by operation, resource and result (refused: a failed precondition or an error).\n# TYPE outpost_store_writes_total counter\n");
+        for ((op, resource, result), n) in self.writes.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                out,
+                "outpost_store_writes_total{{operation=\"{op}\",resource=\"{resource}\",result=\"{result}\"}} {n}"
             );
         }
     }
@@ -148,8 +169,55 @@ impl Metrics {
                 );
             }
         }
-        out.push_str("# HELP outpost_store_request_duration_seconds Store latency by operation.\n# TYPE outpost_store_request_duration_seconds histogram\n");
         state.store_metrics.render(&mut out);
+        out.push_str("# HELP outpost_watch_cache_objects Objects in the watch cache by resource.\n# TYPE outpost_watch_cache_objects gauge\n");
+        let mut stats: Vec<_> = state
+            .caches
+            .values()
+            .map(|c| (c.resource_type().plural.clone(), c.stats()))
+            .collect();
+        stats.sort_by(|a, b| a.0.cmp(&b.0));
+        for (resource, s) in &stats {
+            let _ = writeln!(
+                out,
+                "outpost_watch_cache_objects{{resource=\"{resource}\"}} {}",
+                s.objects
+            );
+        }
+        out.push_str("# HELP outpost_watch_cache_bytes Bytes of cached objects by resource.\n# TYPE outpost_watch_cache_bytes gauge\n");
+        for (resource, s) in &stats {
+            let _ = writeln!(
+                out,
+                "outpost_watch_cache_bytes{{resource=\"{resource}\"}} {}",
+                s.bytes
+            );
+        }
+        out.push_str("# HELP outpost_watch_cache_window Recent changes kept for watches by resource.\n# TYPE outpost_watch_cache_window gauge\n");
+        for (resource, s) in &stats {
+            let _ = writeln!(
+                out,
+                "outpost_watch_cache_window{{resource=\"{resource}\"}} {}",
+                s.window
+            );
+        }
+        out.push_str("# HELP outpost_watch_cache_watchers Watchers by resource, filed under one install (indexed) or of every change.\n# TYPE outpost_watch_cache_watchers gauge\n");
+        for (resource, s) in &stats {
+            let _ = writeln!(
+                out,
+                "outpost_watch_cache_watchers{{resource=\"{resource}\",filed=\"indexed\"}} {}",
+                s.indexed_watchers
+            );
+            let _ = writeln!(
+                out,
+                "outpost_watch_cache_watchers{{resource=\"{resource}\",filed=\"all\"}} {}",
+                s.other_watchers
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP outpost_watch_cache_synced_revision Every store change up to this revision is in the caches.\n# TYPE outpost_watch_cache_synced_revision gauge\noutpost_watch_cache_synced_revision {}",
+            state.progress.synced()
+        );
         (
             StatusCode::OK,
             [(

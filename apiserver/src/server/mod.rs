@@ -29,7 +29,7 @@ use crate::auth::{Authorizer, GroupAuthorizer, TokenFile};
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
 use crate::storage::{InstrumentedStore, Store, StoreError};
-use crate::watch_cache::WatchCache;
+use crate::watch_cache::{CacheSet, Progress, WatchCache};
 
 pub use bench::{
     ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
@@ -71,6 +71,8 @@ pub(crate) struct ServerState {
     pub store: Arc<dyn Store>,
     pub config: ServerConfig,
     pub caches: HashMap<(String, String, String), Arc<WatchCache>>,
+    /// How far the caches have followed the store.
+    pub progress: Arc<Progress>,
     pub metrics: Metrics,
     pub store_metrics: Arc<StoreMetrics>,
 }
@@ -92,27 +94,22 @@ pub struct ApiServer {
 }
 
 impl ApiServer {
-    /// Starts a watch cache per resource type over `store`.
+    /// Loads the watch caches of every resource type from `store` and follows it.
     pub async fn new(store: Arc<dyn Store>, config: ServerConfig) -> Result<Self, StoreError> {
         let store_metrics = Arc::new(StoreMetrics::default());
         let observer = store_metrics.clone();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(
             store,
-            Arc::new(move |op, took| observer.observe(op, took)),
+            Arc::new(move |op| observer.observe(op)),
         ));
-        let mut caches = HashMap::new();
-        for rt in config.registry.all() {
-            let cache = WatchCache::start(store.clone(), rt.clone(), config.watch_window).await?;
-            caches.insert(
-                (rt.group.clone(), rt.version.clone(), rt.plural.clone()),
-                cache,
-            );
-        }
+        let CacheSet { caches, progress } =
+            CacheSet::start(store.clone(), &config.registry, config.watch_window).await?;
         Ok(ApiServer {
             state: Arc::new(ServerState {
                 store,
                 config,
                 caches,
+                progress,
                 metrics: Metrics::default(),
                 store_metrics,
             }),

@@ -17,6 +17,9 @@ use crate::request::Verb;
 use crate::status::ApiError;
 use crate::storage::StoreError;
 
+/// How long minting waits for the watch cache to have the new token's hash.
+const CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Whether `rt` is the type whose objects have a `token` subresource (Installs).
 pub fn serves(rt: &ResourceType) -> bool {
     rt.group == "outpost.dev" && rt.plural == "installs"
@@ -46,7 +49,19 @@ pub async fn mint(call: &Call) -> Result<Response, ApiError> {
             .update(&call.key(), to_store(&install), kv.mod_revision)
             .await
         {
-            Ok(_) => {
+            Ok(written) => {
+                // Runner tokens are checked against the watch cache: answer once it has
+                // the new hash, so that the previous token is refused from now on.
+                let cached = call
+                    .state
+                    .progress
+                    .wait_for(written.mod_revision, CACHE_WAIT)
+                    .await;
+                if !cached {
+                    tracing::warn!(
+                        "the watch cache is behind the store: the new runner token may be refused for a moment"
+                    );
+                }
                 return Ok(json(
                     StatusCode::CREATED,
                     &json!({

@@ -17,17 +17,23 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
-use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use serde_json::json;
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::dispatch::Call;
 use super::list::Filter;
-use crate::object_meta::from_store;
+use crate::selectors::Selectable as _;
 use crate::status::ApiError;
 use crate::storage::Revision;
 use crate::table;
-use crate::watch_cache::{CachedEvent, EventType, encode_line};
+use crate::watch_cache::{
+    CachedEvent, CachedObject, EventType, LiveEvents, Stopped, encode_json_line, encode_line,
+};
+
+/// How long a watch that starts with the current state waits for the watch cache to
+/// catch up with the store; after that it starts from what the cache has.
+const CACHE_WAIT: Duration = Duration::from_secs(3);
 
 /// How one watcher sees events.
 struct View {
@@ -40,28 +46,28 @@ struct View {
 }
 
 impl View {
-    fn sees(&self, object: &Value) -> bool {
-        self.namespace.as_deref().is_none_or(|ns| {
-            object
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                == Some(ns)
-        }) && self.filter.matches(object)
+    fn sees(&self, object: &CachedObject) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| object.field("metadata.namespace") == ns)
+            && self.filter.matches(object)
     }
 
-    fn line(&self, event_type: EventType, object: &Value) -> Bytes {
-        if let Some(include) = self.table {
-            let with_headers = !self.headers_sent.replace(true);
-            let row = table::table_row_for_watch(
-                &self.rt,
-                object,
-                include,
-                with_headers,
-                jiff::Timestamp::now(),
-            );
-            encode_line(event_type.as_str(), &row)
-        } else {
-            encode_line(event_type.as_str(), object)
+    fn line(&self, event_type: EventType, object: &CachedObject) -> Bytes {
+        match self.table {
+            Some(include) => {
+                let with_headers = !self.headers_sent.replace(true);
+                let value = object.value().unwrap_or_default();
+                let row = table::table_row_for_watch(
+                    &self.rt,
+                    &value,
+                    include,
+                    with_headers,
+                    jiff::Timestamp::now(),
+                );
+                encode_line(event_type.as_str(), &row)
+            }
+            None => encode_json_line(event_type.as_str(), object.json()),
         }
     }
 
@@ -133,37 +139,46 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
     };
     let state = call.state.clone();
     let cache = state.cache(&call.rt)?.clone();
+    let index = view.filter.index_key().map(str::to_owned);
 
-    let (tx, rx) = mpsc::channel::<Bytes>(256);
     let mut initial = Vec::new();
-    let start = match requested {
-        Some(rv) if !send_initial => rv,
+    let (start, subscription) = match requested {
+        Some(rv) if !send_initial => (
+            rv,
+            cache
+                .subscribe(rv, index.as_deref())
+                .map(|s| (s.backlog, s.live)),
+        ),
         _ => {
-            // Synthetic ADDED events for the current state, read at one revision.
-            let prefix = call.rt.key_prefix(call.namespace());
-            let (items, revision) = state
+            // Synthetic ADDED events for the current state, then its changes.
+            let current = state
                 .store
-                .list_all(&prefix)
+                .current_revision()
                 .await
                 .map_err(|e| ApiError::from_store(e, call.subject()))?;
-            for kv in &items {
-                let object = from_store(kv)?;
-                if view.sees(&object) {
-                    initial.push(view.line(EventType::Added, &object));
-                }
+            if !state.progress.wait_for(current, CACHE_WAIT).await {
+                tracing::warn!(
+                    current,
+                    "the watch cache is behind the store: watching from what it has"
+                );
+            }
+            let (snapshot, live) =
+                cache.list_and_subscribe(call.namespace(), index.as_deref(), |o| view.sees(o));
+            for object in &snapshot.objects {
+                initial.push(view.line(EventType::Added, object));
             }
             if send_initial {
-                initial.push(view.bookmark(revision, true));
+                initial.push(view.bookmark(snapshot.revision, true));
             }
-            revision
+            (snapshot.revision, Ok((Vec::new(), live)))
         }
     };
-    let subscription = cache.watch_from(start);
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
     let interval = state.config.bookmark_interval;
     state.metrics.watch_started(&call.rt.plural);
     tokio::spawn(async move {
         let _guard = WatchGuard(state.clone(), view.rt.plural.clone());
-        let (backlog, mut live) = match subscription {
+        let (backlog, mut live): (Vec<Arc<CachedEvent>>, LiveEvents) = match subscription {
             Ok(subscribed) => subscribed,
             Err(too_old) => {
                 let err = ApiError::Gone(format!("{start} ({})", too_old.oldest));
@@ -209,12 +224,12 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
                             return;
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                    Err(Stopped::Lagged) => {
                         // Catch up from the window, or tell the client to relist.
-                        match cache.watch_from(last) {
-                            Ok((missed, resubscribed)) => {
-                                live = resubscribed;
-                                for event in missed {
+                        match cache.subscribe(last, index.as_deref()) {
+                            Ok(caught_up) => {
+                                live = caught_up.live;
+                                for event in caught_up.backlog {
                                     last = event.revision;
                                     if let Some(line) = view.event(&event)
                                         && tx.send(line).await.is_err()
@@ -230,7 +245,7 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
                             }
                         }
                     }
-                    Err(broadcast::error::RecvError::Closed) => return,
+                    Err(Stopped::Closed) => return,
                 },
             }
         }

@@ -155,7 +155,7 @@ pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
         .cache(&call.rt)?
         .object_at(call.namespace(), call.name(), sent);
     let (revision, old) = match cached {
-        Some(old) => (sent, Value::clone(&old)),
+        Some(old) => (sent, old),
         None => {
             let (kv, old) = call.load().await?;
             (kv.mod_revision, old)

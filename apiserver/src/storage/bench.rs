@@ -133,19 +133,13 @@ impl StoreBench {
             rows.push(row("raw-etcd", "put", concurrency, per_worker, started));
             // etcd's own cost of a create-if-absent transaction, which is what a create is.
             let started = Instant::now();
-            try_join_all((0..concurrency).map(|w| {
-                let (mut kv, value, prefix) = (raw.kv_client(), value.clone(), prefix.clone());
-                async move {
-                    for i in 0..per_worker {
-                        let key = format!("{prefix}/rawtxn/{w}/{i}");
-                        let txn = Txn::new()
-                            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                            .and_then([TxnOp::put(key, value.to_vec(), None)]);
-                        kv.txn(txn).await.map_err(StoreError::backend)?;
-                    }
-                    Ok::<_, StoreError>(())
-                }
-            }))
+            create_txns(
+                &raw,
+                &format!("{prefix}/rawtxn"),
+                per_worker,
+                concurrency,
+                &value,
+            )
             .await?;
             rows.push(row("raw-etcd", "txn", concurrency, per_worker, started));
             for (name, store) in [("etcd", &etcd), ("embedded", &embedded)] {
@@ -187,6 +181,65 @@ impl StoreBench {
             rows,
         })
     }
+}
+
+/// Raw etcd create-if-absent transactions per second (what a create is), straight
+/// through `etcd-client`: `ops` transactions of `value_size` bytes from `concurrency`
+/// workers, against `endpoints`, or a throwaway etcd when none is given. The baseline
+/// of the benchmarks' store write rates.
+pub async fn raw_etcd_create_txns(
+    endpoints: &[String],
+    ops: usize,
+    concurrency: usize,
+    value_size: usize,
+) -> Result<f64, StoreError> {
+    let throwaway;
+    let endpoints = if endpoints.is_empty() {
+        throwaway = ThrowawayEtcd::start().await?;
+        vec![throwaway.endpoint().to_owned()]
+    } else {
+        endpoints.to_vec()
+    };
+    let raw = etcd_client::Client::connect(&endpoints, None)
+        .await
+        .map_err(StoreError::backend)?;
+    let concurrency = concurrency.max(1);
+    let per_worker = (ops / concurrency).max(1);
+    let prefix = format!("/bench/{}/rawtxn-{}", std::process::id(), uuid_like());
+    let value = Bytes::from(vec![b'x'; value_size]);
+    let started = Instant::now();
+    create_txns(&raw, &prefix, per_worker, concurrency, &value).await?;
+    Ok((per_worker * concurrency) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// A short random suffix, so repeated runs against one etcd use fresh keys.
+fn uuid_like() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+/// `per_worker` create-if-absent transactions from each of `concurrency` workers.
+async fn create_txns(
+    raw: &etcd_client::Client,
+    prefix: &str,
+    per_worker: usize,
+    concurrency: usize,
+    value: &Bytes,
+) -> Result<(), StoreError> {
+    try_join_all((0..concurrency).map(|w| {
+        let mut kv = raw.kv_client();
+        async move {
+            for i in 0..per_worker {
+                let key = format!("{prefix}/{w}/{i}");
+                let txn = Txn::new()
+                    .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                    .and_then([TxnOp::put(key, value.to_vec(), None)]);
+                kv.txn(txn).await.map_err(StoreError::backend)?;
+            }
+            Ok::<_, StoreError>(())
+        }
+    }))
+    .await?;
+    Ok(())
 }
 
 fn row(

@@ -301,13 +301,19 @@ impl Store for EtcdStore {
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        // The empty prefix is every key: etcd spells that "from \0 to the end" ("\0").
+        let (key, end) = if prefix.is_empty() {
+            (vec![0u8], vec![0u8])
+        } else {
+            (prefix.as_bytes().to_vec(), prefix_end(prefix))
+        };
         let options = WatchOptions::new()
-            .with_range(prefix_end(prefix))
+            .with_range(end)
             .with_start_revision(after + 1)
             .with_prev_key();
         let stream = failover(|| {
-            let (mut watch, options) = (self.watch.clone(), options.clone());
-            async move { watch.watch(prefix, Some(options)).await }
+            let (mut watch, options, key) = (self.watch.clone(), options.clone(), key.clone());
+            async move { watch.watch(key, Some(options)).await }
         })
         .await
         .map_err(StoreError::backend)?;

@@ -6,10 +6,23 @@ use bytes::Bytes;
 
 use super::{KeyValue, ListOptions, ListPage, Revision, Store, StoreError, WatchStream};
 
-/// Called with the operation's name and how long it took.
-pub type Observer = Arc<dyn Fn(&'static str, Duration) + Send + Sync>;
+/// One store operation, as an [`Observer`] sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Observation<'a> {
+    /// `get`, `list`, `create`, `update`, `delete`, `watch`, `current_revision`, `compact`.
+    pub operation: &'static str,
+    /// The key (or prefix) it was about; empty for whole-store operations.
+    pub key: &'a str,
+    /// How long it took.
+    pub took: Duration,
+    /// Whether it succeeded (a refused compare-and-swap did not).
+    pub ok: bool,
+}
 
-/// A store that reports each operation's latency (for `/metrics`).
+/// Called after each operation.
+pub type Observer = Arc<dyn Fn(Observation<'_>) + Send + Sync>;
+
+/// A store that reports each operation (its latency, and writes by key, for `/metrics`).
 pub struct InstrumentedStore {
     inner: Arc<dyn Store>,
     observe: Observer,
@@ -23,10 +36,15 @@ impl InstrumentedStore {
 }
 
 macro_rules! timed {
-    ($self:ident, $op:literal, $call:expr) => {{
+    ($self:ident, $op:literal, $key:expr, $call:expr) => {{
         let started = Instant::now();
         let result = $call.await;
-        ($self.observe)($op, started.elapsed());
+        ($self.observe)(Observation {
+            operation: $op,
+            key: $key,
+            took: started.elapsed(),
+            ok: result.is_ok(),
+        });
         result
     }};
 }
@@ -34,15 +52,15 @@ macro_rules! timed {
 #[async_trait]
 impl Store for InstrumentedStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        timed!(self, "get", self.inner.get(key))
+        timed!(self, "get", key, self.inner.get(key))
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage, StoreError> {
-        timed!(self, "list", self.inner.list(prefix, options))
+        timed!(self, "list", prefix, self.inner.list(prefix, options))
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError> {
-        timed!(self, "create", self.inner.create(key, value))
+        timed!(self, "create", key, self.inner.create(key, value))
     }
 
     async fn update(
@@ -51,7 +69,7 @@ impl Store for InstrumentedStore {
         value: Bytes,
         expected: Revision,
     ) -> Result<KeyValue, StoreError> {
-        timed!(self, "update", self.inner.update(key, value, expected))
+        timed!(self, "update", key, self.inner.update(key, value, expected))
     }
 
     async fn delete(
@@ -59,18 +77,18 @@ impl Store for InstrumentedStore {
         key: &str,
         expected: Option<Revision>,
     ) -> Result<(KeyValue, Revision), StoreError> {
-        timed!(self, "delete", self.inner.delete(key, expected))
+        timed!(self, "delete", key, self.inner.delete(key, expected))
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
-        timed!(self, "watch", self.inner.watch(prefix, after))
+        timed!(self, "watch", prefix, self.inner.watch(prefix, after))
     }
 
     async fn current_revision(&self) -> Result<Revision, StoreError> {
-        timed!(self, "current_revision", self.inner.current_revision())
+        timed!(self, "current_revision", "", self.inner.current_revision())
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
-        timed!(self, "compact", self.inner.compact(revision))
+        timed!(self, "compact", "", self.inner.compact(revision))
     }
 }

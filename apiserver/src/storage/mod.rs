@@ -15,12 +15,12 @@ mod instrumented;
 mod location;
 mod store;
 
-pub use bench::{BenchRow, StoreBench, StoreBenchReport};
+pub use bench::{BenchRow, StoreBench, StoreBenchReport, raw_etcd_create_txns};
 pub use continue_token::ContinueToken;
 pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::StoreError;
 pub use etcd::EtcdStore;
 pub use etcd_process::ThrowawayEtcd;
-pub use instrumented::{InstrumentedStore, Observer};
+pub use instrumented::{InstrumentedStore, Observation, Observer};
 pub use location::StoreLocation;
 pub use store::{KeyValue, ListOptions, ListPage, Revision, Store, WatchEvent, WatchStream};

@@ -112,6 +112,16 @@ pub trait Store: Send + Sync + 'static {
     /// Every key under `prefix`, read page by page (500 keys each), with the revision of
     /// the last page.
     async fn list_all(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision), StoreError> {
+        self.list_all_at(prefix, None).await
+    }
+
+    /// Every key under `prefix` at `revision` (the current one when `None`), read page
+    /// by page (500 keys each), with the revision read at.
+    async fn list_all_at(
+        &self,
+        prefix: &str,
+        revision: Option<Revision>,
+    ) -> Result<(Vec<KeyValue>, Revision), StoreError> {
         let mut items = Vec::new();
         let mut token = None;
         loop {
@@ -121,7 +131,7 @@ pub trait Store: Send + Sync + 'static {
                     ListOptions {
                         limit: Some(500),
                         continue_token: token.take(),
-                        revision: None,
+                        revision,
                     },
                 )
                 .await?;

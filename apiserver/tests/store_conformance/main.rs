@@ -49,6 +49,7 @@ conformance!(
         watch_delivers_every_event_once_in_revision_order,
         watch_resumes_after_reconnect_without_gap,
         watch_ignores_other_prefixes,
+        a_watch_of_the_empty_prefix_sees_every_key,
         concurrent_cas_increments_are_never_lost,
         invalid_continue_tokens_are_rejected,
     ],

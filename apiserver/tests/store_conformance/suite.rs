@@ -372,6 +372,33 @@ pub async fn watch_ignores_other_prefixes(b: &Backend) {
     assert_quiet(&mut watch).await;
 }
 
+/// The empty prefix watches every key (what the API server's watch cache follows).
+pub async fn a_watch_of_the_empty_prefix_sees_every_key(b: &Backend) {
+    let start = b.store.current_revision().await.unwrap();
+    let mut watch = b.store.watch("", start).await.unwrap();
+    let first = b.store.create(&b.key("x/a"), val("1")).await.unwrap();
+    let second = b.store.create(&b.key("y/b"), val("2")).await.unwrap();
+    b.store.delete(&b.key("x/a"), None).await.unwrap();
+    // Other tests may write to the same store meanwhile: keep only this test's keys.
+    let mut ours = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while ours.len() < 3 {
+        let event = tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .expect("the watch delivers our three changes in time")
+            .expect("the watch goes on")
+            .expect("no watch error");
+        if event.key().starts_with(&b.key("")) {
+            ours.push(event);
+        }
+    }
+    assert_eq!(ours[0].key(), b.key("x/a"));
+    assert_eq!(ours[0].revision(), first.mod_revision);
+    assert_eq!(ours[1].key(), b.key("y/b"));
+    assert_eq!(ours[1].revision(), second.mod_revision);
+    assert!(matches!(&ours[2], WatchEvent::Delete { prev, .. } if prev.key == b.key("x/a")));
+}
+
 pub async fn concurrent_cas_increments_are_never_lost(b: &Backend) {
     let key = b.key("counter");
     b.store.create(&key, val("0")).await.unwrap();

@@ -1,6 +1,6 @@
 //! What the pages show, read for the logged-in user: each kind is authorized exactly as
 //! a `list` through the API would be (a runner token sees only its install's objects),
-//! then read from the store at one revision.
+//! then read from the watch cache at one revision.
 
 use std::sync::Arc;
 
@@ -9,9 +9,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::auth::{Access, User};
-use crate::object_meta::from_store;
 use crate::registry::ResourceType;
 use crate::request::RequestInfo;
+use crate::selectors::Selectable;
 use crate::server::ServerState;
 use crate::status::ApiError;
 use crate::storage::Revision;
@@ -45,14 +45,15 @@ pub fn list_access(state: &ServerState, user: &User, plural: &str) -> Result<Acc
 }
 
 /// Whether `access` lets the user see `object`.
-pub fn visible(access: &Access, object: &Value) -> bool {
+pub fn visible(access: &Access, object: &(impl Selectable + ?Sized)) -> bool {
     match access {
         Access::Full => true,
         Access::Install(scope) => scope.owns(object),
     }
 }
 
-/// Every object of `plural` the user may see, as JSON, and the revision they were read at.
+/// Every object of `plural` the user may see, as JSON, and the revision they were read
+/// at: from the watch cache, as the API serves lists.
 pub async fn list_values(
     state: &ServerState,
     user: &User,
@@ -60,20 +61,14 @@ pub async fn list_values(
 ) -> Result<(Vec<Value>, Revision), ApiError> {
     let access = list_access(state, user, plural)?;
     let rt = resource_type(state, plural)?;
-    let prefix = rt.key_prefix(None);
-    let (items, revision) = state
-        .store
-        .list_all(&prefix)
-        .await
-        .map_err(|e| ApiError::Internal(format!("cannot list {plural}: {e}")))?;
-    let mut objects = Vec::new();
-    for kv in &items {
-        let object = from_store(kv)?;
-        if visible(&access, &object) {
-            objects.push(object);
-        }
-    }
-    Ok((objects, revision))
+    let cache = state.cache(&rt)?;
+    let snapshot = cache.list(None, None, |object| visible(&access, object));
+    let objects = snapshot
+        .objects
+        .iter()
+        .map(|o| o.value())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((objects, snapshot.revision))
 }
 
 /// Every object of `plural` the user may see, typed (objects that do not decode as `K`

@@ -20,13 +20,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::StreamMap;
-use tokio_stream::wrappers::{BroadcastStream, ReceiverStream};
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::cells::{self, FleetObjects};
 use super::data::{decode_all, list_access, list_values, resource_type, visible};
 use super::pages::layout::api_error;
 use super::session::Session;
 use crate::auth::{Access, User};
+use crate::selectors::Selectable as _;
 use crate::server::ServerState;
 use crate::status::ApiError;
 use crate::storage::Revision;
@@ -75,11 +76,12 @@ impl Kind {
             return;
         }
         self.seen = event.revision;
-        let key = object_key(&event.object);
-        if event.deleted || !visible(&self.access, &event.object) {
+        let object = &event.object;
+        let key = format!("{}/{}", object.namespace(), object.field("metadata.name"));
+        if event.deleted || !visible(&self.access, object.as_ref()) {
             self.objects.remove(&key);
-        } else {
-            self.objects.insert(key, (*event.object).clone());
+        } else if let Ok(value) = object.value() {
+            self.objects.insert(key, value);
         }
     }
 
@@ -169,13 +171,15 @@ pub async fn fleet_events(session: Session, State(state): State<Arc<ServerState>
             Ok(cache) => cache,
             Err(err) => return api_error(Some(&session), &err),
         };
-        match cache.watch_from(cache.latest()) {
-            Ok((_, live)) => {
-                // `None` once the cache cuts its watchers off (it restarted): the stream
-                // ends and the browser's EventSource reconnects and lists again.
-                let stream = BroadcastStream::new(live)
-                    .map(Some)
-                    .chain(futures::stream::once(async { None }));
+        match cache.subscribe(cache.revision(), None) {
+            Ok(subscription) => {
+                // `None` once the cache stops this watcher (it lagged, or the cache
+                // loaded afresh): the stream ends and the browser's EventSource
+                // reconnects and lists again.
+                let events = futures::stream::unfold(subscription.live, |mut live| async move {
+                    live.recv().await.ok().map(|event| (Some(event), live))
+                });
+                let stream = events.chain(futures::stream::once(async { None }));
                 streams.insert(i, Box::pin(stream));
             }
             Err(_) => {
@@ -191,7 +195,6 @@ pub async fn fleet_events(session: Session, State(state): State<Arc<ServerState>
         Err(err) => return api_error(Some(&session), &err),
     };
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(16);
-    let user = session.user.clone();
     tokio::spawn(async move {
         let mut last: Option<String> = None;
         let mut clock = tokio::time::interval(CLOCK);
@@ -220,17 +223,7 @@ pub async fn fleet_events(session: Session, State(state): State<Arc<ServerState>
                         pending.push((i, more));
                     }
                     for (i, event) in pending {
-                        match event {
-                            Ok(event) => model.kinds[i].apply(&event),
-                            // Missed events: read the kind again.
-                            Err(_) => match Kind::load(&state, &user, KINDS[i]).await {
-                                Ok(kind) => model.kinds[i] = kind,
-                                Err(err) => {
-                                    tracing::warn!(error = %err, "dashboard events: cannot relist");
-                                    return;
-                                }
-                            },
-                        }
+                        model.kinds[i].apply(&event);
                     }
                 }
             }

@@ -1,0 +1,453 @@
+//! The watch caches: every object of every served type in memory, kept current by one
+//! store watch of the whole keyspace ([`feed`]), like kube-apiserver's cacher. Lists
+//! and watches are served from here, never from the store; clients never open store
+//! watches of their own. How it works, and why, is in `README.md` next to this file.
+//!
+//! * Each object is kept as its JSON, encoded once ([`CachedObject`]); lists and watch
+//!   events are written from it without decoding.
+//! * Objects are indexed by the install they name (label `outpost.dev/install`,
+//!   `spec.install`), so a runner's list and watch of its own Plans touch only those.
+//! * A window of recent changes per type serves watches from an older revision; one
+//!   older than the window is `Gone` (410) and the client relists.
+//! * A change is queued only for the watchers it concerns ([`watchers`]).
+
+pub mod feed;
+mod object;
+mod watchers;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use bytes::{BufMut as _, Bytes, BytesMut};
+use serde_json::{Value, json};
+
+use crate::registry::ResourceType;
+use crate::storage::{KeyValue, Revision, WatchEvent};
+
+pub use feed::{CacheSet, Progress};
+pub use object::CachedObject;
+pub use watchers::{LiveEvents, QUEUE, Stopped};
+
+/// The kind of a watch event, as Kubernetes names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// The object appeared.
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object is gone.
+    Deleted,
+}
+
+impl EventType {
+    /// `ADDED`, `MODIFIED`, `DELETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A change to one object, shared by every watcher.
+#[derive(Debug)]
+pub struct CachedEvent {
+    /// The store revision of the change.
+    pub revision: Revision,
+    /// The object after the change (for a delete: its last state, at the delete's revision).
+    pub object: Arc<CachedObject>,
+    /// The object before the change, if it existed.
+    pub prev: Option<Arc<CachedObject>>,
+    /// Whether the change deleted the object.
+    pub deleted: bool,
+    encoded: [OnceLock<Bytes>; 3],
+}
+
+impl CachedEvent {
+    /// The event type for a watcher that sees every object.
+    pub fn event_type(&self) -> EventType {
+        match (self.deleted, &self.prev) {
+            (true, _) => EventType::Deleted,
+            (false, None) => EventType::Added,
+            (false, Some(_)) => EventType::Modified,
+        }
+    }
+
+    /// The event as one line of a watch response, encoded once per type.
+    pub fn encoded(&self, event_type: EventType) -> Bytes {
+        self.encoded[event_type.index()]
+            .get_or_init(|| encode_json_line(event_type.as_str(), self.object.json()))
+            .clone()
+    }
+}
+
+/// One line of a watch response, `{"type":"ADDED","object":{...}}\n`, around an
+/// object's JSON as it is.
+pub fn encode_json_line(event_type: &str, object: &[u8]) -> Bytes {
+    let mut line = BytesMut::with_capacity(object.len() + 32);
+    line.put_slice(b"{\"type\":\"");
+    line.put_slice(event_type.as_bytes());
+    line.put_slice(b"\",\"object\":");
+    line.put_slice(object);
+    line.put_slice(b"}\n");
+    line.freeze()
+}
+
+/// One line of a watch response for a value (bookmarks, errors, table rows).
+pub fn encode_line(event_type: &str, object: &Value) -> Bytes {
+    let mut line =
+        serde_json::to_vec(&json!({"type": event_type, "object": object})).expect("JSON encodes");
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// Why a watch cannot start from a revision.
+#[derive(Debug)]
+pub struct TooOld {
+    /// The oldest revision that can be watched from.
+    pub oldest: Revision,
+}
+
+/// A watcher's start: the window's changes after its revision, then the live ones, with
+/// no gap between them.
+pub struct Subscription {
+    /// Changes after the requested revision that were already in the window.
+    pub backlog: Vec<Arc<CachedEvent>>,
+    /// Every later change that concerns the watcher.
+    pub live: LiveEvents,
+}
+
+/// A consistent snapshot: objects, the revision they are at, and the changes after it.
+pub struct Snapshot {
+    /// The objects that passed the filter, in key order.
+    pub objects: Vec<Arc<CachedObject>>,
+    /// The revision the snapshot is at.
+    pub revision: Revision,
+}
+
+/// How much a cache holds (for `/metrics`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CacheStats {
+    /// Objects.
+    pub objects: usize,
+    /// Bytes of their JSON and selector fields.
+    pub bytes: usize,
+    /// Changes in the window.
+    pub window: usize,
+    /// Watchers filed under an install.
+    pub indexed_watchers: usize,
+    /// Watchers of every change.
+    pub other_watchers: usize,
+}
+
+struct State {
+    objects: BTreeMap<String, Arc<CachedObject>>,
+    /// Install → keys of the objects that name it.
+    by_index: HashMap<String, BTreeSet<String>>,
+    bytes: usize,
+    events: VecDeque<Arc<CachedEvent>>,
+    /// Watches after this revision can be served from the window.
+    oldest: Revision,
+    /// The revision of the last change applied (or of the last load).
+    latest: Revision,
+    watchers: watchers::Watchers,
+}
+
+/// The cache of one resource type.
+pub struct WatchCache {
+    rt: Arc<ResourceType>,
+    capacity: usize,
+    progress: Arc<Progress>,
+    state: RwLock<State>,
+}
+
+impl WatchCache {
+    /// An empty cache of `rt` keeping `capacity` changes, at revision 0 until loaded.
+    pub fn new(rt: Arc<ResourceType>, capacity: usize, progress: Arc<Progress>) -> Arc<Self> {
+        Arc::new(WatchCache {
+            rt,
+            capacity: capacity.max(16),
+            progress,
+            state: RwLock::new(State {
+                objects: BTreeMap::new(),
+                by_index: HashMap::new(),
+                bytes: 0,
+                events: VecDeque::new(),
+                oldest: 0,
+                latest: 0,
+                watchers: Default::default(),
+            }),
+        })
+    }
+
+    /// The resource type.
+    pub fn resource_type(&self) -> &Arc<ResourceType> {
+        &self.rt
+    }
+
+    /// How the feed tells how far the store has been followed.
+    pub fn progress(&self) -> &Arc<Progress> {
+        &self.progress
+    }
+
+    /// Replaces the contents with `items`, read at `revision`, and ends every watch
+    /// (their clients relist). Items that do not decode are left out and logged.
+    pub fn load(&self, items: &[KeyValue], revision: Revision) {
+        let mut objects = BTreeMap::new();
+        let mut by_index: HashMap<String, BTreeSet<String>> = HashMap::new();
+        let mut bytes = 0;
+        for kv in items {
+            match CachedObject::from_store(&self.rt, kv) {
+                Ok(object) => {
+                    for key in object.index_keys() {
+                        by_index
+                            .entry(key.to_owned())
+                            .or_default()
+                            .insert(kv.key.clone());
+                    }
+                    bytes += object.size();
+                    objects.insert(kv.key.clone(), Arc::new(object));
+                }
+                Err(err) => {
+                    tracing::error!(key = %kv.key, error = %err, "undecodable object in the store")
+                }
+            }
+        }
+        let mut state = self.state.write().expect("watch cache lock");
+        state.objects = objects;
+        state.by_index = by_index;
+        state.bytes = bytes;
+        state.events.clear();
+        state.oldest = revision;
+        state.latest = revision;
+        state.watchers.clear();
+    }
+
+    /// Applies one change from the store and queues it for the watchers it concerns.
+    pub fn apply(&self, change: WatchEvent) {
+        let mut state = self.state.write().expect("watch cache lock");
+        let revision = change.revision();
+        if revision <= state.latest {
+            return;
+        }
+        let key = change.key().to_owned();
+        let prev = state.objects.get(&key).cloned();
+        let (object, deleted) = match &change {
+            WatchEvent::Put { kv, .. } => match CachedObject::from_store(&self.rt, kv) {
+                Ok(object) => (Arc::new(object), false),
+                Err(err) => {
+                    tracing::error!(%key, error = %err, "undecodable object in the store");
+                    return;
+                }
+            },
+            WatchEvent::Delete { prev: last, .. } => {
+                let last = match &prev {
+                    Some(cached) => cached.deleted_at(&self.rt, revision),
+                    None => CachedObject::from_store(&self.rt, last)
+                        .and_then(|o| o.deleted_at(&self.rt, revision)),
+                };
+                match last {
+                    Ok(object) => (Arc::new(object), true),
+                    Err(err) => {
+                        tracing::error!(%key, error = %err, "undecodable object in the store");
+                        return;
+                    }
+                }
+            }
+        };
+        state.latest = revision;
+        if let Some(prev) = &prev {
+            state.bytes -= prev.size();
+            for index in prev.index_keys() {
+                if let Some(keys) = state.by_index.get_mut(index) {
+                    keys.remove(&key);
+                    if keys.is_empty() {
+                        state.by_index.remove(index);
+                    }
+                }
+            }
+        }
+        if deleted {
+            state.objects.remove(&key);
+        } else {
+            state.bytes += object.size();
+            for index in object.index_keys() {
+                state
+                    .by_index
+                    .entry(index.to_owned())
+                    .or_default()
+                    .insert(key.clone());
+            }
+            state.objects.insert(key, object.clone());
+        }
+        let event = Arc::new(CachedEvent {
+            revision,
+            object,
+            prev,
+            deleted,
+            encoded: Default::default(),
+        });
+        state.events.push_back(event.clone());
+        while state.events.len() > self.capacity {
+            if let Some(dropped) = state.events.pop_front() {
+                state.oldest = dropped.revision;
+            }
+        }
+        let keys: Vec<String> = event
+            .object
+            .index_keys()
+            .chain(event.prev.iter().flat_map(|p| p.index_keys()))
+            .map(str::to_owned)
+            .collect();
+        state
+            .watchers
+            .deliver(&event, keys.iter().map(String::as_str));
+    }
+
+    /// The revision the cache is at: every change up to it is applied.
+    pub fn revision(&self) -> Revision {
+        let state = self.state.read().expect("watch cache lock");
+        self.snapshot_revision(&state)
+    }
+
+    fn snapshot_revision(&self, state: &State) -> Revision {
+        // The feed advances the progress only after applying a change to its cache, so
+        // every change of this type up to the progress is in `state`.
+        state.latest.max(self.progress.synced())
+    }
+
+    /// The objects in `namespace` (every namespace when `None`) that `keep` accepts,
+    /// looked up by `index` (an install) when given, and the revision they are at.
+    pub fn list(
+        &self,
+        namespace: Option<&str>,
+        index: Option<&str>,
+        keep: impl Fn(&CachedObject) -> bool,
+    ) -> Snapshot {
+        let state = self.state.read().expect("watch cache lock");
+        Snapshot {
+            objects: self.select(&state, namespace, index, keep),
+            revision: self.snapshot_revision(&state),
+        }
+    }
+
+    fn select(
+        &self,
+        state: &State,
+        namespace: Option<&str>,
+        index: Option<&str>,
+        keep: impl Fn(&CachedObject) -> bool,
+    ) -> Vec<Arc<CachedObject>> {
+        let prefix = self.rt.key_prefix(namespace);
+        let pass = |o: &&Arc<CachedObject>| o.key.starts_with(&prefix) && keep(o);
+        match index {
+            Some(index) => state
+                .by_index
+                .get(index)
+                .into_iter()
+                .flatten()
+                .filter_map(|key| state.objects.get(key))
+                .filter(pass)
+                .cloned()
+                .collect(),
+            None => state
+                .objects
+                .range(prefix.clone()..)
+                .map(|(_, o)| o)
+                .take_while(|o| o.key.starts_with(&prefix))
+                .filter(pass)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// A snapshot (as [`WatchCache::list`]) and a subscription to every later change,
+    /// taken together so that no change falls between them.
+    pub fn list_and_subscribe(
+        self: &Arc<Self>,
+        namespace: Option<&str>,
+        index: Option<&str>,
+        keep: impl Fn(&CachedObject) -> bool,
+    ) -> (Snapshot, LiveEvents) {
+        let mut state = self.state.write().expect("watch cache lock");
+        let snapshot = Snapshot {
+            objects: self.select(&state, namespace, index, keep),
+            revision: self.snapshot_revision(&state),
+        };
+        let live = state.watchers.add(self, index.map(str::to_owned));
+        (snapshot, live)
+    }
+
+    /// The window's changes after `revision`, and every later change that concerns a
+    /// watcher filed under `index`, with no gap between them.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        revision: Revision,
+        index: Option<&str>,
+    ) -> Result<Subscription, TooOld> {
+        let mut state = self.state.write().expect("watch cache lock");
+        if revision < state.oldest {
+            return Err(TooOld {
+                oldest: state.oldest,
+            });
+        }
+        let start = state.events.partition_point(|e| e.revision <= revision);
+        let backlog = state.events.range(start..).cloned().collect();
+        let live = state.watchers.add(self, index.map(str::to_owned));
+        Ok(Subscription { backlog, live })
+    }
+
+    fn unsubscribe(&self, id: u64, index: Option<&str>) {
+        self.state
+            .write()
+            .expect("watch cache lock")
+            .watchers
+            .remove(id, index);
+    }
+
+    /// The object `namespace/name`, as the cache has it.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
+        let key = self.rt.key(namespace, name);
+        self.state
+            .read()
+            .expect("watch cache lock")
+            .objects
+            .get(&key)
+            .cloned()
+    }
+
+    /// The object at exactly `revision`, if that is its newest state the cache has seen.
+    /// Saves a store read when a client updates what it last read.
+    pub fn object_at(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        revision: Revision,
+    ) -> Option<Value> {
+        let object = self.get(namespace, name)?;
+        (object.revision == revision)
+            .then(|| object.value().ok())
+            .flatten()
+    }
+
+    /// How much the cache holds.
+    pub fn stats(&self) -> CacheStats {
+        let state = self.state.read().expect("watch cache lock");
+        let (indexed_watchers, other_watchers) = state.watchers.counts();
+        CacheStats {
+            objects: state.objects.len(),
+            bytes: state.bytes,
+            window: state.events.len(),
+            indexed_watchers,
+            other_watchers,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,189 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::json;
+
+use super::*;
+use crate::registry::Registry;
+use crate::selectors::Selectable as _;
+use crate::storage::{EmbeddedOptions, EmbeddedStore, Store};
+
+const PLANS: &str = "/registry/outpost.dev/plans/shop/";
+
+fn plan(name: &str, install: &str) -> Bytes {
+    serde_json::to_vec(&json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+        "metadata": {"name": name, "namespace": "shop",
+                     "labels": {"outpost.dev/install": install}},
+        "spec": {"install": install},
+    }))
+    .unwrap()
+    .into()
+}
+
+async fn started() -> (tempfile::TempDir, Arc<dyn Store>, CacheSet) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        EmbeddedStore::open(dir.path(), EmbeddedOptions::default())
+            .await
+            .unwrap(),
+    );
+    let caches = CacheSet::start(store.clone(), &Registry::outpost(), 1_000)
+        .await
+        .unwrap();
+    (dir, store, caches)
+}
+
+fn plans(caches: &CacheSet) -> Arc<WatchCache> {
+    caches.caches[&("outpost.dev".into(), "v1alpha1".into(), "plans".into())].clone()
+}
+
+async fn next(live: &mut LiveEvents) -> Arc<CachedEvent> {
+    tokio::time::timeout(Duration::from_secs(10), live.recv())
+        .await
+        .expect("an event in time")
+        .expect("the watcher goes on")
+}
+
+#[tokio::test]
+async fn a_watcher_filed_under_an_install_gets_only_that_installs_changes() {
+    let (_dir, store, caches) = started().await;
+    let cache = plans(&caches);
+    let from = cache.revision();
+    let mut of_a = cache.subscribe(from, Some("a")).unwrap().live;
+    let mut every = cache.subscribe(from, None).unwrap().live;
+    store
+        .create(&format!("{PLANS}p1"), plan("p1", "b"))
+        .await
+        .unwrap();
+    let p2 = store
+        .create(&format!("{PLANS}p2"), plan("p2", "a"))
+        .await
+        .unwrap();
+    let event = next(&mut of_a).await;
+    assert_eq!(event.object.field("metadata.name"), "p2");
+    assert_eq!(event.event_type(), EventType::Added);
+    assert_eq!(next(&mut every).await.object.field("metadata.name"), "p1");
+    assert_eq!(next(&mut every).await.object.field("metadata.name"), "p2");
+    // Moving p2 to install b still reaches a's watcher (it must see it leave).
+    store
+        .update(&format!("{PLANS}p2"), plan("p2", "b"), p2.mod_revision)
+        .await
+        .unwrap();
+    let moved = next(&mut of_a).await;
+    assert_eq!(moved.prev.as_ref().unwrap().field("spec.install"), "a");
+    assert_eq!(moved.object.field("spec.install"), "b");
+    let stats = cache.stats();
+    assert_eq!((stats.indexed_watchers, stats.other_watchers), (1, 1));
+    drop(of_a);
+    assert_eq!(
+        cache.stats().indexed_watchers,
+        0,
+        "a dropped watcher is filed out"
+    );
+}
+
+#[tokio::test]
+async fn lists_by_install_are_consistent_with_the_store() {
+    let (_dir, store, caches) = started().await;
+    for (name, install) in [("p1", "a"), ("p2", "b"), ("p3", "a")] {
+        store
+            .create(&format!("{PLANS}{name}"), plan(name, install))
+            .await
+            .unwrap();
+    }
+    // A write to another type moves the store on; the caches follow it too.
+    let last = store
+        .create(
+            "/registry/outpost.dev/installs/shop/a",
+            Bytes::from_static(b"{\"metadata\":{\"name\":\"a\",\"namespace\":\"shop\"}}"),
+        )
+        .await
+        .unwrap();
+    assert!(
+        caches
+            .progress
+            .wait_for(last.mod_revision, Duration::from_secs(10))
+            .await
+    );
+    let cache = plans(&caches);
+    let snapshot = cache.list(Some("shop"), Some("a"), |_| true);
+    let names: Vec<_> = snapshot
+        .objects
+        .iter()
+        .map(|o| o.field("metadata.name").into_owned())
+        .collect();
+    assert_eq!(names, ["p1", "p3"]);
+    assert_eq!(snapshot.revision, last.mod_revision);
+    assert_eq!(
+        cache.list(Some("other"), Some("a"), |_| true).objects.len(),
+        0
+    );
+    assert_eq!(cache.list(None, None, |_| true).objects.len(), 3);
+    let p1 = cache.get(Some("shop"), "p1").unwrap();
+    assert_eq!(
+        p1.value().unwrap()["metadata"]["resourceVersion"],
+        p1.revision.to_string()
+    );
+}
+
+#[tokio::test]
+async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() {
+    let rt = Registry::outpost()
+        .get("outpost.dev", "v1alpha1", "plans")
+        .unwrap();
+    let progress = Arc::new(Progress::for_tests());
+    let cache = WatchCache::new(rt, QUEUE * 2, progress);
+    let mut slow = cache.subscribe(0, Some("a")).unwrap().live;
+    let changes = QUEUE + 10;
+    for i in 1..=changes {
+        let revision = i as Revision;
+        cache.apply(WatchEvent::Put {
+            kv: KeyValue {
+                key: format!("{PLANS}p{i}"),
+                value: plan(&format!("p{i}"), "a"),
+                create_revision: revision,
+                mod_revision: revision,
+                version: 1,
+            },
+            prev: None,
+        });
+    }
+    let mut last = 0;
+    let stopped = loop {
+        match slow.recv().await {
+            Ok(event) => {
+                assert_eq!(event.revision, last + 1, "in order, without a gap");
+                last = event.revision;
+            }
+            Err(stopped) => break stopped,
+        }
+    };
+    assert_eq!(stopped, Stopped::Lagged);
+    assert_eq!(
+        last, QUEUE as Revision,
+        "the queue held exactly QUEUE changes"
+    );
+    let caught_up = cache.subscribe(last, Some("a")).unwrap();
+    let revisions: Vec<Revision> = caught_up.backlog.iter().map(|e| e.revision).collect();
+    assert_eq!(
+        revisions,
+        ((last + 1)..=changes as Revision).collect::<Vec<_>>()
+    );
+    // Older than the window: the client must relist.
+    let small = WatchCache::new(cache.resource_type().clone(), 16, cache.progress().clone());
+    for i in 1..=20 {
+        small.apply(WatchEvent::Put {
+            kv: KeyValue {
+                key: format!("{PLANS}q{i}"),
+                value: plan(&format!("q{i}"), "a"),
+                create_revision: i,
+                mod_revision: i,
+                version: 1,
+            },
+            prev: None,
+        });
+    }
+    assert_eq!(small.subscribe(1, None).err().unwrap().oldest, 4);
+}

@@ -1,0 +1,151 @@
+//! The fleet benchmark's report: every figure next to its goal, as a ratio.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::phases::BackendReport;
+
+/// Goal: the one-component rollout's Plans created, gated and seen within this.
+pub const ROLLOUT_GOAL: Duration = Duration::from_secs(10);
+/// Goal: store writes per Plan lifecycle at most this.
+pub const WRITES_PER_PLAN_GOAL: f64 = 5.0;
+/// Goal: the API server's memory at most this.
+pub const APISERVER_RSS_GOAL: u64 = 1 << 30;
+/// Goal: dispatch latency p99 at most this.
+pub const DISPATCH_P99_GOAL: Duration = Duration::from_millis(100);
+
+/// Every backend's figures and the raw etcd baseline.
+#[derive(Clone, Debug)]
+pub struct FleetReport {
+    /// Installs.
+    pub installs: usize,
+    /// Components per install.
+    pub components: usize,
+    /// One per store.
+    pub backends: Vec<BackendReport>,
+    /// Raw etcd create-if-absent transactions per second (etcd-client, concurrency 64).
+    pub raw_etcd_txn_per_second: f64,
+}
+
+/// The `q` quantile (nearest rank) of sorted durations.
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+impl fmt::Display for FleetReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "fleet: {} installs x {} components, one simulated runner (own token, client and watch) per install",
+            self.installs, self.components
+        )?;
+        for b in &self.backends {
+            let r = &b.rollout;
+            let plans = r.plans.max(1) as f64;
+            let writes_per_plan = r.total_writes() as f64 / plans;
+            let plan_writes = r.writes_to("plans") as f64 / plans;
+            let writes_per_second = r.total_writes() as f64 / r.writing.as_secs_f64().max(1e-3);
+            let p50 = quantile(&b.dispatch, 0.50);
+            let p99 = quantile(&b.dispatch, 0.99);
+            let ratio = |value: f64, goal: f64| value / goal;
+            writeln!(f, "\n[{} store]", b.backend.name())?;
+            writeln!(f, "admission")?;
+            writeln!(
+                f,
+                "  installs created                {:>9.2} s",
+                b.installs_created.as_secs_f64()
+            )?;
+            writeln!(
+                f,
+                "  runners watching                {:>9.2} s   (tokens minted, Plans listed, watches open)",
+                b.runners_watching.as_secs_f64()
+            )?;
+            writeln!(
+                f,
+                "  every install Active            {:>9.2} s   ({} plans)",
+                b.admitted.as_secs_f64(),
+                b.admission_plans
+            )?;
+            writeln!(f, "one-component rollout ({} plans)", r.plans)?;
+            writeln!(
+                f,
+                "  created, seen by runners        {:>9.2} s",
+                r.created.as_secs_f64()
+            )?;
+            writeln!(
+                f,
+                "  created, gated, seen by runners {:>9.2} s   goal <= {} s: ratio {:.2}",
+                r.gated.as_secs_f64(),
+                ROLLOUT_GOAL.as_secs(),
+                ratio(r.gated.as_secs_f64(), ROLLOUT_GOAL.as_secs_f64())
+            )?;
+            writeln!(
+                f,
+                "  every install on the release    {:>9.2} s",
+                r.rolled_out.as_secs_f64()
+            )?;
+            writeln!(
+                f,
+                "  store writes per plan           {:>9.2}     goal <= {WRITES_PER_PLAN_GOAL}: ratio {:.2}  (on the Plan itself: {plan_writes:.2})",
+                writes_per_plan,
+                ratio(writes_per_plan, WRITES_PER_PLAN_GOAL)
+            )?;
+            let by: Vec<String> = r
+                .writes
+                .iter()
+                .map(|((op, resource), n)| format!("{op} {resource} {n}"))
+                .collect();
+            writeln!(f, "    {}", by.join(", "))?;
+            writeln!(
+                f,
+                "  store writes per second         {:>9.0}     raw etcd create txn/s {:.0}: ratio {:.2}",
+                writes_per_second,
+                self.raw_etcd_txn_per_second,
+                writes_per_second / self.raw_etcd_txn_per_second.max(1.0)
+            )?;
+            writeln!(
+                f,
+                "dispatch ({} approvals, {} runners watching)",
+                b.dispatch.len(),
+                self.installs
+            )?;
+            writeln!(
+                f,
+                "  p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms   p99 goal <= {} ms: ratio {:.2}",
+                p50.as_secs_f64() * 1e3,
+                p99.as_secs_f64() * 1e3,
+                b.dispatch.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+                DISPATCH_P99_GOAL.as_millis(),
+                ratio(p99.as_secs_f64(), DISPATCH_P99_GOAL.as_secs_f64())
+            )?;
+            writeln!(f, "memory")?;
+            writeln!(
+                f,
+                "  apiserver RSS {:.0} MiB, peak {:.0} MiB   goal <= 1024 MiB: ratio {:.2}",
+                mib(b.apiserver.rss),
+                mib(b.apiserver.peak),
+                ratio(b.apiserver.peak as f64, APISERVER_RSS_GOAL as f64)
+            )?;
+            writeln!(
+                f,
+                "  controllers RSS {:.0} MiB, peak {:.0} MiB",
+                mib(b.controllers.rss),
+                mib(b.controllers.peak)
+            )?;
+            writeln!(
+                f,
+                "checks: plans applied twice {}, claims lost {}, runner call failures {}",
+                b.applied_twice, b.claims_lost, b.runner_errors
+            )?;
+        }
+        Ok(())
+    }
+}
