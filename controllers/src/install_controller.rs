@@ -13,6 +13,10 @@
 //! * An install pinned (`spec.release`) to a release other than the App's current one
 //!   gets no new Plan and keeps its status (condition `ReleasePinned`): only the App's
 //!   current objects can be rendered. A Rollout moves `spec.release` wave by wave.
+//! * Unless some of its components are pinned to the current release
+//!   (`spec.componentReleases`, set by a component Rollout): then only those are
+//!   planned and the rest is held (condition `ComponentsHeld`), a separate step of
+//!   converge ([`component_pins`]).
 //!
 //! Plans are owned by the Install and labelled `outpost.dev/install`.
 
@@ -40,6 +44,10 @@ use crate::kubernetes_secrets::with_kubernetes_secrets;
 use crate::maintenance::{is_maintenance, is_open};
 use crate::plan_index::PlanIndex;
 use crate::template::{InstallOutputs, TemplateContext};
+
+mod component_pins;
+
+pub use component_pins::COMPONENTS_HELD;
 
 /// The Install finalizer.
 pub const FINALIZER: &str = "outpost.dev/install";
@@ -214,9 +222,11 @@ async fn converge(
         .await?
         .items;
     let live = crate::app_check::release_hash(&app, &components, &actions, &roles);
+    let pins = component_pins::ComponentPins::of(install, &live, &components, &plans, deleting);
     if let Some(pinned) = &install.spec.release
         && !deleting
         && live != *pinned
+        && pins.is_none()
     {
         hold_on_release(install, client, pinned, &live).await?;
         return Ok(Action::requeue(Duration::from_secs(300)));
@@ -353,6 +363,8 @@ async fn converge(
 
     let context = TemplateContext::new(&app, install, &outputs).ok();
     let steps = with_triggers(steps, &actions, context.as_ref());
+    let steps = component_pins::select(pins.as_ref(), steps, &plans);
+    let actions = component_pins::actions(pins.as_ref(), actions);
 
     // Create every step whose prerequisites succeeded; note what is still in flight.
     let mut blocked = false;
@@ -472,12 +484,13 @@ async fn converge(
         .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={name}")))
         .await?
         .items;
-    let mut states = component_states(
+    let states = component_states(
         &graph,
         &steps,
         &plans,
         app.status.as_ref().and_then(|s| s.release.clone()),
     );
+    let (phase, mut states) = component_pins::hold_states(pins.as_ref(), phase, states, install);
     let drift = crate::drift_controller::component_drift(&reports);
     for state in &mut states {
         if let Some((drift, fields)) = drift.get(&state.name) {
@@ -498,7 +511,10 @@ async fn converge(
         .rev()
         .find(|s| plans.contains_key(&s.name))
         .map(|s| s.name.clone());
-    set_status(install, client, phase, states, last, held_condition).await?;
+    let ours = held_condition
+        .into_iter()
+        .chain(component_pins::condition(pins.as_ref(), install));
+    set_status_with(install, client, phase, states, last, ours.collect(), None).await?;
     let again = if done {
         300
     } else if held.is_some() {
@@ -810,9 +826,9 @@ async fn set_status(
 }
 
 /// Writes the status with `ours`: the conditions this controller owns (`Held`,
-/// `ReleasePinned`) present only while they hold, each keeping its transition time
-/// while its message stays. Other controllers' conditions are kept. With `fence`, the
-/// write only applies at that resourceVersion (409 otherwise).
+/// `ReleasePinned`, `ComponentsHeld`) present only while they hold, each keeping its
+/// transition time while its message stays. Other controllers' conditions are kept.
+/// With `fence`, the write only applies at that resourceVersion (409 otherwise).
 async fn set_status_with(
     install: &Install,
     client: &Client,
@@ -826,7 +842,7 @@ async fn set_status_with(
     let mut conditions: Vec<Condition> = previous
         .conditions
         .iter()
-        .filter(|c| c.type_ != HELD && c.type_ != RELEASE_PINNED)
+        .filter(|c| ![HELD, RELEASE_PINNED, COMPONENTS_HELD].contains(&c.type_.as_str()))
         .cloned()
         .collect();
     for mut condition in ours {
