@@ -16,7 +16,7 @@
 //! * Unless some of its components are pinned to the current release
 //!   (`spec.componentReleases`, set by a component Rollout): then only those are
 //!   planned and the rest is held (condition `ComponentsHeld`), a separate step of
-//!   converge ([`component_pins`]).
+//!   converge (`install_controller/component_pins.rs`).
 //!
 //! Plans are owned by the Install and labelled `outpost.dev/install`.
 
