@@ -61,6 +61,13 @@ pub struct InstallSpec {
     /// (condition `ReleasePinned`); a `Rollout` moves it wave by wave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// Components moved ahead of `spec.release`, by component name: the release
+    /// (content hash) each is on. While `spec.release` is set and differs from the App's
+    /// current release, the components pinned here to the current release are planned
+    /// and everything else is held (condition `ComponentsHeld`); otherwise this is
+    /// ignored. A component `Rollout` sets it wave by wave; a whole-release one clears it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub component_releases: BTreeMap<String, String>,
     /// Operator requests for one-off Plans (`outpost deploy`, `outpost trigger`): the
     /// Install controller renders the entity's desired state and makes the Plan
     /// `<install>-<id>`, once per id. Honoured outside maintenance windows too.
@@ -332,6 +339,17 @@ impl Validate for Install {
                 "must be sha256:<64 hex digits>",
             ));
         }
+        for (component, release) in &spec.component_releases {
+            let at = format!("spec.componentReleases.{component}");
+            errors.extend(validate_name(&at, component, NameRule::Label));
+            if !crate::is_content_hash(release) {
+                errors.push(FieldError::invalid(
+                    at,
+                    release,
+                    "must be sha256:<64 hex digits>",
+                ));
+            }
+        }
         let ids = spec.requests.iter().map(|r| r.id.as_str());
         errors.extend(duplicates(ids, |i| format!("spec.requests[{i}].id")));
         for (i, request) in spec.requests.iter().enumerate() {
@@ -473,6 +491,9 @@ mod tests {
         let mut i = install();
         i.spec.inputs.insert("Bad-Key".into(), json!(1));
         i.spec.release = Some("v1".into());
+        let hash = format!("sha256:{}", "a".repeat(64));
+        i.spec.component_releases =
+            BTreeMap::from([("Web".into(), hash.clone()), ("db".into(), "v2".into())]);
         i.spec.requests = vec![PlanRequest {
             id: "Bad".into(),
             operation: crate::Operation::Teardown,
@@ -485,6 +506,8 @@ mod tests {
             [
                 ("spec.inputs.Bad-Key".into(), FieldErrorKind::Invalid),
                 ("spec.release".into(), FieldErrorKind::Invalid),
+                ("spec.componentReleases.Web".into(), FieldErrorKind::Invalid),
+                ("spec.componentReleases.db".into(), FieldErrorKind::Invalid),
                 ("spec.requests[0].id".into(), FieldErrorKind::Invalid),
                 (
                     "spec.requests[0].operation".into(),

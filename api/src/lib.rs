@@ -61,6 +61,9 @@ pub use party::Party;
 pub use plan::{Approval, Plan, PlanPhase, PlanSpec, PlanStatus, ResolvedRole, RoleLevel, Verdict};
 pub use policy::{Enforcement, Policy, PolicyInput, PolicySpec, PolicyStatus};
 pub use role::{InlinePolicy, Permissions, PermissionsBoundary, RoleSpec, RoleType};
-pub use rollout::{Halt, Rollout, RolloutPhase, RolloutSpec, RolloutStatus, WaveStatus};
+pub use rollout::{
+    Halt, InstallProgress, InstallProgressState, Rollout, RolloutPhase, RolloutSpec, RolloutStatus,
+    WaveStatus,
+};
 pub use runner::{Runner, RunnerSpec, RunnerStatus};
 pub use validation::{FieldError, FieldErrorKind, Validate};

@@ -1,6 +1,7 @@
-//! `Rollout`: moves a release of an App across the installs a selector picks, in waves,
-//! by advancing each install's `spec.release`. How waves are formed, when one is done
-//! and when the rollout halts is described in the crate's `README.md`.
+//! `Rollout`: moves a release of an App — or one component's version of it — across the
+//! installs a selector picks, in waves, by advancing each install's `spec.release` (or
+//! its `spec.componentReleases` entry). How waves are formed, when one is done and when
+//! the rollout halts is described in the crate's `README.md`.
 
 use crate::validation::{FieldError, NameRule, Validate, validate_name, validate_object_name};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
@@ -22,8 +23,9 @@ use serde::{Deserialize, Serialize};
     category = "outpost",
     selectable = ".spec.app",
     selectable = ".status.phase",
-    doc = "Moves a release of an App across selected installs, wave by wave.",
+    doc = "Moves a release of an App (or one component's version) across selected installs, wave by wave.",
     printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
+    printcolumn(name = "Component", type_ = "string", json_path = ".spec.component"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Wave", type_ = "integer", json_path = ".status.currentWave"),
     printcolumn(name = "Waves", type_ = "integer", json_path = ".status.waveCount"),
@@ -43,6 +45,11 @@ pub struct RolloutSpec {
     /// rollout starts if omitted. Only the App's current release can be deployed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// Move only this component of the App to the release (each install's
+    /// `spec.componentReleases`), leaving the install's other components, sandbox and
+    /// actions where they are; the whole release (`spec.release`) when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
     /// Which of the App's installs move (labels); all of them when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
@@ -139,6 +146,10 @@ pub struct RolloutStatus {
     /// The release installs move to, fixed when the rollout starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// The one component moved (`spec.component`), fixed when the rollout starts; the
+    /// whole release when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
     /// The waves, fixed when the rollout starts, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waves: Vec<WaveStatus>,
@@ -200,6 +211,9 @@ pub struct WaveStatus {
     /// The failed and denied installs, each with its Plan and what it said.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<String>,
+    /// Where each install of the wave is, in the order of `installs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub progress: Vec<InstallProgress>,
     /// When its installs were moved to the release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
@@ -208,14 +222,47 @@ pub struct WaveStatus {
     pub completed_at: Option<Time>,
 }
 
+/// Where one install of a wave is.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallProgress {
+    /// The install.
+    pub install: String,
+    /// Its state in the rollout.
+    pub state: InstallProgressState,
+    /// Why it is held, failed or denied (the condition or Plan and its message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The state of one install in a rollout. A wave's `pending` count is its `Pending`,
+/// `Moving` and `Held` installs.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub enum InstallProgressState {
+    /// Not moved yet: its wave has not started.
+    Pending,
+    /// Moved; its Plans of the release are under way.
+    Moving,
+    /// Moved; a Plan waits for the install's maintenance window or for an approval.
+    Held,
+    /// On the release: every component (or the rollout's component) deployed at it.
+    Done,
+    /// A Plan of the release failed.
+    Failed,
+    /// A Plan of the release was denied (policy, role, operator).
+    Denied,
+    /// Deleted since the rollout started; it does not hold its wave up.
+    Gone,
+}
+
 /// Why a rollout halted.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Halt {
     /// The wave that halted it (1-based); for `ReleaseSuperseded`, the last wave
-    /// started (0 when none had).
+    /// started (0 when none had); for `ComponentNotFound`, the wave that did not start.
     pub wave: u32,
-    /// `WaveFailed` or `ReleaseSuperseded`.
+    /// `WaveFailed`, `ReleaseSuperseded` or `ComponentNotFound`.
     pub reason: String,
     /// What happened, for people.
     pub message: String,
@@ -231,6 +278,9 @@ impl Validate for Rollout {
         let mut errors = validate_object_name(&self.metadata, NameRule::Subdomain);
         let spec = &self.spec;
         errors.extend(validate_name("spec.app", &spec.app, NameRule::Label));
+        if let Some(component) = &spec.component {
+            errors.extend(validate_name("spec.component", component, NameRule::Label));
+        }
         if let Some(release) = &spec.release
             && !crate::is_content_hash(release)
         {
@@ -345,13 +395,16 @@ mod tests {
 
     #[test]
     fn bad_fields_are_reported() {
-        let r = rollout(json!({"app": "Shop", "release": "v2", "waveSize": "lots",
+        let r = rollout(
+            json!({"app": "Shop", "release": "v2", "component": "Web", "waveSize": "lots",
             "maxFailures": -1, "orderBy": "-ring",
-            "selector": {"matchExpressions": [{"key": "ring", "operator": "Near"}]}}));
+            "selector": {"matchExpressions": [{"key": "ring", "operator": "Near"}]}}),
+        );
         assert_eq!(
             errors(&r),
             [
                 ("spec.app".into(), FieldErrorKind::Invalid),
+                ("spec.component".into(), FieldErrorKind::Invalid),
                 ("spec.release".into(), FieldErrorKind::Invalid),
                 ("spec.waveSize".into(), FieldErrorKind::Invalid),
                 ("spec.maxFailures".into(), FieldErrorKind::Invalid),

@@ -7,7 +7,7 @@
 
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, Patch, PatchParams};
-use outpost_api::{Rollout, RolloutPhase};
+use outpost_api::{InstallProgressState, Rollout, RolloutPhase};
 use serde_json::json;
 
 use crate::client::Common;
@@ -28,7 +28,8 @@ pub enum RolloutCommand {
     /// Stop the rollout for good: installs not moved yet stay on their release, installs
     /// already moved stay on the new one.
     Abort(RolloutArgs),
-    /// Show the rollout's phase and each wave's progress.
+    /// Show the rollout's phase, each wave's progress and the installs held (outside
+    /// their maintenance window, or awaiting approval).
     Status(RolloutArgs),
 }
 
@@ -161,7 +162,8 @@ async fn clear_halt(args: &RolloutArgs, rollout: &Rollout) -> anyhow::Result<Rol
     )
 }
 
-/// Prints the rollout: a line for it, then one row per wave.
+/// Prints the rollout: a line for it (and the component, for a rollout of one), its
+/// halt and held installs, then one row per wave.
 fn show(args: &RolloutArgs, rollout: &Rollout) -> anyhow::Result<()> {
     let status = rollout.status.clone().unwrap_or_default();
     let phase = status
@@ -194,10 +196,15 @@ fn show(args: &RolloutArgs, rollout: &Rollout) -> anyhow::Result<()> {
         ]);
     }
     if args.common.output == output::Format::Table {
+        let component = status
+            .component
+            .as_ref()
+            .or(rollout.spec.component.as_ref());
         println!(
-            "rollout {} of app {}: {phase}, wave {}/{}, {}/{} installs on {}",
+            "rollout {} of app {}{}: {phase}, wave {}/{}, {}/{} installs on {}",
             rollout.name_any(),
             rollout.spec.app,
+            component.map_or(String::new(), |c| format!(", component {c} only")),
             status.current_wave,
             status.wave_count,
             status.updated,
@@ -206,6 +213,11 @@ fn show(args: &RolloutArgs, rollout: &Rollout) -> anyhow::Result<()> {
         );
         if let Some(halt) = &status.halt {
             println!("halted ({}): {}", halt.reason, halt.message);
+        }
+        let held = status.waves.iter().flat_map(|w| &w.progress);
+        for install in held.filter(|p| p.state == InstallProgressState::Held) {
+            let why = install.message.as_deref().unwrap_or("held");
+            println!("held: {}: {why}", install.install);
         }
     }
     output::print(args.common.output, rollout, rows)

@@ -13,6 +13,10 @@
 //! * An install pinned (`spec.release`) to a release other than the App's current one
 //!   gets no new Plan and keeps its status (condition `ReleasePinned`): only the App's
 //!   current objects can be rendered. A Rollout moves `spec.release` wave by wave.
+//! * Unless some of its components are pinned to the current release
+//!   (`spec.componentReleases`, set by a component Rollout): then only those are
+//!   planned and the rest is held (condition `ComponentsHeld`), a separate step of
+//!   converge (`install_controller/component_pins.rs`).
 //!
 //! Plans are owned by the Install and labelled `outpost.dev/install`.
 
@@ -39,6 +43,10 @@ use crate::kubernetes_secrets::with_kubernetes_secrets;
 use crate::maintenance::{is_maintenance, is_open};
 use crate::plan_index::{InstallIndex, PlanIndex};
 use crate::template::{InstallOutputs, TemplateContext};
+
+mod component_pins;
+
+pub use component_pins::COMPONENTS_HELD;
 
 /// The Install finalizer.
 pub const FINALIZER: &str = "outpost.dev/install";
@@ -158,9 +166,11 @@ async fn converge(
         actions,
         ..
     } = release;
+    let pins = component_pins::ComponentPins::of(install, &live, &components, &plans, deleting);
     if let Some(pinned) = &install.spec.release
         && !deleting
         && live != *pinned
+        && pins.is_none()
     {
         hold_on_release(install, ctx, pinned, &live).await?;
         return Ok(Action::requeue(Duration::from_secs(300)));
@@ -297,6 +307,8 @@ async fn converge(
 
     let context = TemplateContext::new(&app, install, &outputs).ok();
     let steps = with_triggers(steps, &actions, context.as_ref());
+    let steps = component_pins::select(pins.as_ref(), steps, &plans);
+    let actions = component_pins::actions(pins.as_ref(), actions);
 
     // Create every step whose prerequisites succeeded; note what is still in flight.
     let mut blocked = false;
@@ -420,12 +432,13 @@ async fn converge(
         _ => InstallPhase::Provisioning,
     };
     let reports = ctx.drift.of(&namespace, &name);
-    let mut states = component_states(
+    let states = component_states(
         &graph,
         &steps,
         &plans,
         app.status.as_ref().and_then(|s| s.release.clone()),
     );
+    let (phase, mut states) = component_pins::hold_states(pins.as_ref(), phase, states, install);
     let drift = crate::drift_controller::component_drift(reports.values().map(Arc::as_ref));
     for state in &mut states {
         if let Some((drift, fields)) = drift.get(&state.name) {
@@ -446,7 +459,10 @@ async fn converge(
         .rev()
         .find(|s| plans.contains_key(&s.name))
         .map(|s| s.name.clone());
-    set_status(install, ctx, phase, states, last, held_condition).await?;
+    let ours = held_condition
+        .into_iter()
+        .chain(component_pins::condition(pins.as_ref(), install));
+    set_status_with(install, ctx, phase, states, last, ours.collect(), None).await?;
     let again = if done {
         300
     } else if held.is_some() {
@@ -767,11 +783,11 @@ async fn set_status(
 }
 
 /// Writes the status with `ours`: the conditions this controller owns (`Held`,
-/// `ReleasePinned`) present only while they hold, each keeping its transition time
-/// while its message stays. Other controllers' conditions are kept. With `fence`, the
-/// write only applies at that resourceVersion (409 otherwise). A status equal to the
-/// install's, or to the one this controller last wrote when `install` is an older copy
-/// than that write, is not written.
+/// `ReleasePinned`, `ComponentsHeld`) present only while they hold, each keeping its
+/// transition time while its message stays. Other controllers' conditions are kept.
+/// With `fence`, the write only applies at that resourceVersion (409 otherwise). A
+/// status equal to the install's, or to the one this controller last wrote when
+/// `install` is an older copy than that write, is not written.
 async fn set_status_with(
     install: &Install,
     ctx: &Context,
@@ -785,7 +801,7 @@ async fn set_status_with(
     let mut conditions: Vec<Condition> = previous
         .conditions
         .iter()
-        .filter(|c| c.type_ != HELD && c.type_ != RELEASE_PINNED)
+        .filter(|c| ![HELD, RELEASE_PINNED, COMPONENTS_HELD].contains(&c.type_.as_str()))
         .cloned()
         .collect();
     for mut condition in ours {

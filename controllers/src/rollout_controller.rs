@@ -1,10 +1,14 @@
 //! The Rollout controller: moves a release across the installs a Rollout selects, wave
-//! by wave, by setting each install's `spec.release`; the Install controller (which
-//! holds a pinned install until its release is the App's current one) does the rest,
-//! through the gate, approval mode and maintenance windows as for any Plan.
+//! by wave, by setting each install's `spec.release` — or, for a rollout of one
+//! component (`spec.component`), that component's entry in `spec.componentReleases`;
+//! the Install controller (which holds a pinned install until its release, or the
+//! component's, is the App's current one) does the rest, through the gate, approval
+//! mode and maintenance windows as for any Plan.
 //!
-//! * The release (the App's current one unless `spec.release` names it) and the waves
-//!   ([`form_waves`]) are fixed in the status when the rollout starts.
+//! * The release (the App's current one unless `spec.release` names it), the component
+//!   and the waves ([`form_waves`]) are fixed in the status when the rollout starts.
+//!   A wave of a component the App does not have does not start (halt
+//!   `ComponentNotFound`).
 //! * Each reconcile counts every started wave's installs ([`outcome`], [`tally`]) and
 //!   takes the [`next_step`]: halt, wait, pause, start the next wave or complete.
 //! * A halt is recorded in `status.halt` and stays until `outpost rollout resume` clears
@@ -13,7 +17,9 @@
 //! * `spec.paused` starts no new wave; `spec.aborted` stops for good. Neither touches
 //!   installs already moved. A `Completed` or `Aborted` rollout is not looked at again
 //!   (its counts are those of when it finished).
-//! * Deleting a Rollout leaves every install's `spec.release` as it is.
+//! * Deleting a Rollout leaves every install's `spec.release` (and
+//!   `spec.componentReleases`) as it is. A whole-release rollout clears the
+//!   `spec.componentReleases` of each install it moves.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,7 +32,9 @@ use kube_client::core::{Selector, SelectorExt as _};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{App, Halt, Install, Plan, Rollout, RolloutPhase, RolloutStatus, WaveStatus};
+use outpost_api::{
+    App, Component, Halt, Install, Plan, Rollout, RolloutPhase, RolloutStatus, WaveStatus,
+};
 use serde_json::json;
 
 use crate::install_controller::INSTALL_LABEL;
@@ -138,6 +146,7 @@ async fn reconcile(rollout: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, R
             .collect();
         let size = spec.wave_size_of(selected.len());
         status.release = Some(release.clone());
+        status.component = spec.component.clone();
         status.waves = form_waves(&selected, spec.order_by.as_deref(), size)
             .into_iter()
             .map(|installs| WaveStatus {
@@ -147,6 +156,8 @@ async fn reconcile(rollout: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, R
             })
             .collect();
     }
+
+    let component = status.component.clone();
 
     // Count every started wave.
     let now = jiff::Timestamp::now();
@@ -159,13 +170,13 @@ async fn reconcile(rollout: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, R
         let mut outcomes = Vec::with_capacity(wave.installs.len());
         for name in &wave.installs {
             let install = installs.get(name);
-            let mut result = outcome(install, &[], &release);
-            if result == Outcome::Pending {
+            let mut result = outcome(install, &[], &release, component.as_deref());
+            if result.needs_plans() {
                 let plans = Api::<Plan>::namespaced(client.clone(), &namespace)
                     .list(&ListParams::default().labels(&format!("{INSTALL_LABEL}={name}")))
                     .await?
                     .items;
-                result = outcome(install, &plans, &release);
+                result = outcome(install, &plans, &release, component.as_deref());
             }
             outcomes.push(result);
         }
@@ -179,6 +190,13 @@ async fn reconcile(rollout: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, R
 
     let next = next_step(spec, &status.waves, now);
     let superseded = app_release.as_deref() != Some(release.as_str());
+    // Checked as a wave is about to start (a resume after this halt checks again).
+    let missing_component = match (&next, &component) {
+        (Next::Start(_), Some(component)) if !superseded && status.halt.is_none() => {
+            !has_component(client, &namespace, &spec.app, component).await?
+        }
+        _ => false,
+    };
     let mut again = Duration::from_secs(30);
     if status.halt.is_none() && !spec.aborted {
         status.halt = match &next {
@@ -215,6 +233,17 @@ async fn reconcile(rollout: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, R
                 installs: vec![],
                 at: Time(now),
             }),
+            Next::Start(i) if missing_component => Some(Halt {
+                wave: *i as u32 + 1,
+                reason: "ComponentNotFound".into(),
+                message: format!(
+                    "App {} has no component {} at release {release}: no install is moved; abort this rollout",
+                    spec.app,
+                    component.as_deref().unwrap_or_default()
+                ),
+                installs: vec![],
+                at: Time(now),
+            }),
             _ => None,
         };
     }
@@ -229,7 +258,14 @@ async fn reconcile(rollout: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, R
     } else {
         match next {
             Next::Start(i) => {
-                move_wave(client, &namespace, &status.waves[i], &release).await?;
+                move_wave(
+                    client,
+                    &namespace,
+                    &status.waves[i],
+                    &release,
+                    component.as_deref(),
+                )
+                .await?;
                 status.waves[i].started_at = Some(Time(now));
                 again = Duration::from_secs(1);
             }
@@ -259,22 +295,45 @@ fn failing_installs(wave: &WaveStatus) -> Vec<String> {
         .collect()
 }
 
-/// Moves every install of `wave` to `release`. A merge patch of `spec.release` only, so
-/// setting it again (a status write lost to a conflict) changes nothing.
+/// Whether the App's current objects have `component`.
+async fn has_component(
+    client: &Client,
+    namespace: &str,
+    app: &str,
+    component: &str,
+) -> Result<bool, RolloutError> {
+    let of_app = ListParams::default().fields(&format!("spec.app={app}"));
+    Ok(Api::<Component>::namespaced(client.clone(), namespace)
+        .list(&of_app)
+        .await?
+        .items
+        .iter()
+        .any(|c| c.name_any() == component))
+}
+
+/// Moves every install of `wave` to `release`: its `spec.release` (clearing its
+/// `spec.componentReleases`, which the whole release supersedes), or only
+/// `component`'s entry in `spec.componentReleases`. A merge patch of those fields only,
+/// so setting them again (a status write lost to a conflict) changes nothing.
 async fn move_wave(
     client: &Client,
     namespace: &str,
     wave: &WaveStatus,
     release: &str,
+    component: Option<&str>,
 ) -> Result<(), RolloutError> {
     let api = Api::<Install>::namespaced(client.clone(), namespace);
+    let patch = match component {
+        None => json!({"spec": {"release": release, "componentReleases": null}}),
+        Some(component) => json!({"spec": {"componentReleases": {component: release}}}),
+    };
     for name in &wave.installs {
-        let patch = json!({"spec": {"release": release}});
+        let patch = patch.clone();
         match api
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
         {
-            Ok(_) => tracing::info!(install = %name, %release, "moved to the release"),
+            Ok(_) => tracing::info!(install = %name, %release, ?component, "moved to the release"),
             // Deleted since the rollout started: nothing to move.
             Err(kube_client::Error::Api(e)) if e.code == 404 => {}
             Err(err) => return Err(err.into()),

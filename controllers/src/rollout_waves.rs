@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use kube_client::ResourceExt as _;
-use outpost_api::{Install, InstallPhase, Plan, PlanPhase, RolloutSpec, WaveStatus};
+use outpost_api::{
+    ComponentPhase, Install, InstallPhase, InstallProgress, InstallProgressState, Plan, PlanPhase,
+    RolloutSpec, WaveStatus,
+};
 
-use crate::install_controller::RELEASE_PINNED;
+use crate::install_controller::{HELD, RELEASE_PINNED};
 
 /// The installs' names in waves of `size`, ordered by the value of label `order_by`
 /// (numbers numerically, then other values as text, installs without the label last),
@@ -49,12 +52,16 @@ impl OrderKey {
 /// What one install of a wave has come to, relative to the rollout's release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Not moved to the release yet (`spec.release` is another).
+    /// Not moved to the release yet (`spec.release`, or the component's entry in
+    /// `spec.componentReleases`, is another).
     Waiting,
-    /// Moved; its Plans of the release are still under way (or held by a maintenance
-    /// window, or awaiting approval).
+    /// Moved; its Plans of the release are still under way.
     Pending,
-    /// Active, every component deployed at the release.
+    /// Moved; a Plan of the release awaits approval, or one waits for the install's
+    /// maintenance window (condition `Held`): why.
+    Held(String),
+    /// Active, every component deployed at the release; for a component rollout, that
+    /// component deployed at the release.
     Succeeded,
     /// A Plan of the release failed: the Plan and its message.
     Failed(String),
@@ -64,22 +71,46 @@ pub enum Outcome {
     Gone,
 }
 
-/// The outcome of `install` (`None`: deleted) given its Plans, for `release`.
-pub fn outcome(install: Option<&Install>, plans: &[Plan], release: &str) -> Outcome {
+/// The outcome of `install` (`None`: deleted) given its Plans, for `release` — of the
+/// whole release, or of `component` only.
+pub fn outcome(
+    install: Option<&Install>,
+    plans: &[Plan],
+    release: &str,
+    component: Option<&str>,
+) -> Outcome {
     let Some(install) = install else {
         return Outcome::Gone;
     };
-    if install.spec.release.as_deref() != Some(release) {
+    let on_whole_release = install.spec.release.as_deref() == Some(release);
+    let moved = match component {
+        None => on_whole_release,
+        Some(c) => {
+            on_whole_release
+                || install.spec.component_releases.get(c).map(String::as_str) == Some(release)
+        }
+    };
+    if !moved {
         return Outcome::Waiting;
     }
     let status = install.status.clone().unwrap_or_default();
     let observed = status.observed_generation >= install.metadata.generation;
-    let on_release = status
-        .components
-        .iter()
-        .all(|c| c.release.as_deref() == Some(release));
-    let pinned_elsewhere = status.conditions.iter().any(|c| c.type_ == RELEASE_PINNED);
-    if observed && status.phase == Some(InstallPhase::Active) && on_release && !pinned_elsewhere {
+    let done = match component {
+        None => {
+            let on_release = status
+                .components
+                .iter()
+                .all(|c| c.release.as_deref() == Some(release));
+            let pinned_elsewhere = status.conditions.iter().any(|c| c.type_ == RELEASE_PINNED);
+            status.phase == Some(InstallPhase::Active) && on_release && !pinned_elsewhere
+        }
+        Some(c) => status.components.iter().any(|s| {
+            s.name == c
+                && s.phase == Some(ComponentPhase::Deployed)
+                && s.release.as_deref() == Some(release)
+        }),
+    };
+    if observed && done {
         return Outcome::Succeeded;
     }
     let of_release = |phase: PlanPhase| {
@@ -106,20 +137,65 @@ pub fn outcome(install: Option<&Install>, plans: &[Plan], release: &str) -> Outc
     if let Some(plan) = of_release(PlanPhase::Denied) {
         return Outcome::Denied(describe(plan));
     }
+    if let Some(plan) = of_release(PlanPhase::AwaitingApproval) {
+        return Outcome::Held(format!(
+            "{}: plan {} awaits approval",
+            install.name_any(),
+            plan.name_any()
+        ));
+    }
+    if let Some(held) = status.conditions.iter().find(|c| c.type_ == HELD) {
+        return Outcome::Held(format!("{}: {}", install.name_any(), held.message));
+    }
     Outcome::Pending
 }
 
-/// `wave` with its counts and failures taken from `outcomes` (one per install, in order).
+impl Outcome {
+    /// Whether the Plans must be looked at to know more (the install is moved and not
+    /// done; held only by what its status says).
+    pub fn needs_plans(&self) -> bool {
+        matches!(self, Outcome::Pending | Outcome::Held(_))
+    }
+
+    /// The install's progress as the Rollout's status shows it (the message without
+    /// the install's name, which the failures start with).
+    pub fn progress(&self, install: &str) -> InstallProgress {
+        let (state, message) = match self {
+            Outcome::Waiting => (InstallProgressState::Pending, None),
+            Outcome::Pending => (InstallProgressState::Moving, None),
+            Outcome::Held(why) => (InstallProgressState::Held, Some(why)),
+            Outcome::Succeeded => (InstallProgressState::Done, None),
+            Outcome::Failed(why) => (InstallProgressState::Failed, Some(why)),
+            Outcome::Denied(why) => (InstallProgressState::Denied, Some(why)),
+            Outcome::Gone => (InstallProgressState::Gone, None),
+        };
+        let prefix = format!("{install}: ");
+        InstallProgress {
+            install: install.to_owned(),
+            state,
+            message: message.map(|m| m.strip_prefix(&prefix).unwrap_or(m).to_owned()),
+        }
+    }
+}
+
+/// `wave` with its counts, failures and each install's progress taken from `outcomes`
+/// (one per install, in order).
 pub fn tally(wave: &WaveStatus, outcomes: &[Outcome]) -> WaveStatus {
     let mut counted = WaveStatus {
         installs: wave.installs.clone(),
         started_at: wave.started_at.clone(),
         completed_at: wave.completed_at.clone(),
+        progress: wave
+            .installs
+            .iter()
+            .zip(outcomes)
+            .map(|(install, outcome)| outcome.progress(install))
+            .collect(),
         ..WaveStatus::default()
     };
     for outcome in outcomes {
         match outcome {
-            Outcome::Waiting | Outcome::Pending => counted.pending += 1,
+            Outcome::Waiting | Outcome::Pending | Outcome::Held(_) => counted.pending += 1,
             Outcome::Succeeded => counted.succeeded += 1,
             Outcome::Failed(why) => {
                 counted.failed += 1;

@@ -60,6 +60,7 @@ fn wave(
         denied: counts[2],
         pending: counts[3],
         failures: vec![],
+        progress: vec![],
         started_at: started.map(at),
         completed_at: completed.map(at),
     }
@@ -106,17 +107,23 @@ fn outcome_of_an_install() {
                    "components": [{"name": "web", "release": release, "phase": "Deployed"}]}),
         )
     };
-    assert_eq!(outcome(None, &[], NEW), Outcome::Gone);
+    assert_eq!(outcome(None, &[], NEW, None), Outcome::Gone);
     let mut not_moved = active_on(OLD);
     not_moved.spec.release = Some(OLD.into());
-    assert_eq!(outcome(Some(&not_moved), &[], NEW), Outcome::Waiting);
-    assert_eq!(outcome(Some(&active_on(NEW)), &[], NEW), Outcome::Succeeded);
+    assert_eq!(outcome(Some(&not_moved), &[], NEW, None), Outcome::Waiting);
+    assert_eq!(
+        outcome(Some(&active_on(NEW)), &[], NEW, None),
+        Outcome::Succeeded
+    );
     // Moved but still showing the old release: converging.
-    assert_eq!(outcome(Some(&active_on(OLD)), &[], NEW), Outcome::Pending);
+    assert_eq!(
+        outcome(Some(&active_on(OLD)), &[], NEW, None),
+        Outcome::Pending
+    );
     // A status from before the move (older generation) does not count.
     let mut stale = active_on(NEW);
     stale.status.as_mut().unwrap().observed_generation = Some(1);
-    assert_eq!(outcome(Some(&stale), &[], NEW), Outcome::Pending);
+    assert_eq!(outcome(Some(&stale), &[], NEW, None), Outcome::Pending);
 
     let degraded = with_status(
         install("a", None),
@@ -126,7 +133,8 @@ fn outcome_of_an_install() {
         outcome(
             Some(&degraded),
             &[plan("a-deploy-web-1", NEW, "Failed")],
-            NEW
+            NEW,
+            None
         ),
         Outcome::Failed("a: plan a-deploy-web-1: exit status 1".into())
     );
@@ -134,7 +142,8 @@ fn outcome_of_an_install() {
         outcome(
             Some(&degraded),
             &[plan("a-deploy-web-1", NEW, "Denied")],
-            NEW
+            NEW,
+            None
         ),
         Outcome::Denied(_)
     ));
@@ -143,10 +152,83 @@ fn outcome_of_an_install() {
         outcome(
             Some(&degraded),
             &[plan("a-deploy-web-0", OLD, "Failed")],
-            NEW
+            NEW,
+            None
         ),
         Outcome::Pending
     );
+    // Awaiting approval, or outside the maintenance window: held, and counted pending.
+    assert_eq!(
+        outcome(
+            Some(&degraded),
+            &[plan("a-deploy-web-1", NEW, "AwaitingApproval")],
+            NEW,
+            None
+        ),
+        Outcome::Held("a: plan a-deploy-web-1 awaits approval".into())
+    );
+    let outside_window = with_status(
+        install("a", None),
+        json!({"phase": "Deploying", "observedGeneration": 2, "conditions": [{
+            "type": "Held", "status": "True", "reason": "OutsideMaintenanceWindow",
+            "message": "plan a-deploy-web-1 waits for the install's next maintenance window",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+    );
+    let held = outcome(Some(&outside_window), &[], NEW, None);
+    assert_eq!(
+        held,
+        Outcome::Held(
+            "a: plan a-deploy-web-1 waits for the install's next maintenance window".into()
+        )
+    );
+    assert!(held.needs_plans(), "a failed Plan would still count first");
+}
+
+#[test]
+fn outcome_of_a_component_rollout() {
+    // Pinned to the old release as a whole, web moved to the new one.
+    let moved = |web: &str, cache: &str| {
+        let mut install = with_status(
+            install("a", None),
+            json!({"phase": "Active", "observedGeneration": 2, "components": [
+                {"name": "cache", "release": cache, "phase": "Deployed"},
+                {"name": "web", "release": web, "phase": "Deployed"}]}),
+        );
+        install.spec.release = Some(OLD.into());
+        install.spec.component_releases = [("web".to_owned(), NEW.to_owned())].into();
+        install
+    };
+    let web = Some("web");
+    assert_eq!(
+        outcome(Some(&moved(NEW, OLD)), &[], NEW, web),
+        Outcome::Succeeded,
+        "web at the release is enough; cache stays"
+    );
+    assert_eq!(
+        outcome(Some(&moved(NEW, OLD)), &[], NEW, None),
+        Outcome::Waiting,
+        "the whole release has not moved"
+    );
+    assert_eq!(
+        outcome(Some(&moved(OLD, OLD)), &[], NEW, web),
+        Outcome::Pending
+    );
+    assert_eq!(
+        outcome(Some(&moved(NEW, OLD)), &[], NEW, Some("cache")),
+        Outcome::Waiting
+    );
+    let failed = outcome(
+        Some(&moved(OLD, OLD)),
+        &[plan("a-deploy-web-1", NEW, "Failed")],
+        NEW,
+        web,
+    );
+    assert!(matches!(failed, Outcome::Failed(_)), "{failed:?}");
+    // An install moved as a whole to the release counts as moved for the component.
+    let mut whole = moved(NEW, NEW);
+    whole.spec.release = Some(NEW.into());
+    whole.spec.component_releases.clear();
+    assert_eq!(outcome(Some(&whole), &[], NEW, web), Outcome::Succeeded);
 }
 
 #[test]
@@ -172,6 +254,33 @@ fn tally_counts_and_lists_failures() {
     );
     assert_eq!(counted.failures.len(), 2);
     assert_eq!(counted.installs.len(), 5);
+    let states: Vec<InstallProgressState> = counted.progress.iter().map(|p| p.state).collect();
+    assert_eq!(
+        states,
+        [
+            InstallProgressState::Done,
+            InstallProgressState::Failed,
+            InstallProgressState::Denied,
+            InstallProgressState::Moving,
+            InstallProgressState::Gone,
+        ]
+    );
+    assert_eq!(counted.progress[1].install, "i1");
+    assert_eq!(
+        counted.progress[1].message.as_deref(),
+        Some("plan p: boom"),
+        "the install's name is in its own field"
+    );
+    let not_started = tally(
+        &wave(2, [0; 4], None, None),
+        &[
+            Outcome::Waiting,
+            Outcome::Held("i1: plan p awaits approval".into()),
+        ],
+    );
+    assert_eq!(not_started.pending, 2, "held installs are pending");
+    assert_eq!(not_started.progress[0].state, InstallProgressState::Pending);
+    assert_eq!(not_started.progress[1].state, InstallProgressState::Held);
 }
 
 #[test]

@@ -70,6 +70,7 @@ pub(crate) fn install() -> Install {
             approval_mode: None,
             requests: vec![],
             release: None,
+            component_releases: Default::default(),
         },
     );
     install.metadata.uid = Some("0f0e".into());

@@ -1,6 +1,7 @@
 //! The small App the rollout tests release again and again: `shop`, in namespace
 //! `default`, with a terraform sandbox and one component, `web`, whose manifest carries
-//! a version — each version is a new release of the App.
+//! a version — each version is a new release of the App. Tests of one component's
+//! rollout add others ([`set_component`]).
 
 use std::collections::BTreeSet;
 
@@ -38,18 +39,47 @@ pub async fn create_app(client: &kube_client::Client) {
 /// Creates or changes component `web`, whose manifest carries `version`: each version
 /// is a new release of the App.
 pub async fn set_version(client: &kube_client::Client, version: &str) {
+    set_component(client, "web", version).await;
+}
+
+/// Creates or changes component `name` of `shop`: a ConfigMap `name` carrying
+/// `version`.
+pub async fn set_component(client: &kube_client::Client, name: &str, version: &str) {
     let component = json!({
         "apiVersion": "outpost.dev/v1alpha1", "kind": "Component",
-        "metadata": {"name": "web"},
+        "metadata": {"name": name},
         "spec": {"app": "shop", "type": "kubernetes_manifest",
                  "manifest": {"namespace": "shop", "content": format!(
-                     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  version: \"{version}\"\n")}},
+                     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  version: \"{version}\"\n")}},
     });
     Api::<Component>::namespaced(client.clone(), "default")
         .patch(
-            "web",
+            name,
             &PatchParams::apply("rollout-test").force(),
             &Patch::Apply(component),
+        )
+        .await
+        .unwrap();
+}
+
+/// Creates install `name` of `shop` with `labels`, in `approve-all` mode, pinned to
+/// `release`.
+pub async fn create_install(
+    installs: &Api<Install>,
+    name: &str,
+    labels: serde_json::Value,
+    release: &str,
+) {
+    let install = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"app": "shop", "approvalMode": "approve-all", "release": release,
+                 "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}},
+    });
+    installs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(install).unwrap(),
         )
         .await
         .unwrap();

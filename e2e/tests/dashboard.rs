@@ -11,8 +11,11 @@
 //! with the side-by-side diff (`spec.replicas` applied 2, live 5) and the verified audit
 //! log. The admin triggers a manual action from the install page under a runtime role
 //! override (the Plan opens, its role chosen by the override); a viewer is refused with
-//! the API's 403 and no Plan is made. A screenshot of every page goes to
-//! `$CARGO_TARGET_TMPDIR/ui-screenshots/`.
+//! the API's 403 and no Plan is made. A Rollout of component web over acme and a second
+//! install (no runner, `prompt` mode) shows on the Rollouts page (reached from the
+//! navigation) with its phase, wave and installs updated, and on its own page with
+//! acme done in wave 1 and the second install held in wave 2 awaiting approval. A
+//! screenshot of every page goes to `$CARGO_TARGET_TMPDIR/ui-screenshots/`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -23,7 +26,7 @@ use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use kube_client::api::{Api, ListParams};
-use outpost_api::{DriftReport, Install, Plan, PlanPhase};
+use outpost_api::{DriftReport, Install, InstallProgressState, Plan, PlanPhase, Rollout};
 use outpost_e2e::{Backend, ControlPlane, Process, eventually, on_path, outpost_binary};
 
 const INSTALL: &str = "acme";
@@ -110,12 +113,22 @@ spec:
       msg := sprintf("replicas changed from %v to %v", [d.desired, d.live])
     }}
 ---
-apiVersion: outpost.dev/v1alpha1
+{install}"#,
+        sandbox = sandbox.display(),
+        install = install(INSTALL, "1"),
+    )
+}
+
+/// An install of the App labelled `tier: gold` and `ring`, whose Plans wait for approval.
+fn install(name: &str, ring: &str) -> String {
+    format!(
+        r#"apiVersion: outpost.dev/v1alpha1
 kind: Install
 metadata:
-  name: {INSTALL}
+  name: {name}
   labels:
     tier: gold
+    ring: "{ring}"
 spec:
   app: drift-app
   approvalMode: prompt
@@ -123,10 +136,30 @@ spec:
     provider: aws
     accountId: "111122223333"
     region: eu-west-1
-"#,
-        sandbox = sandbox.display()
+"#
     )
 }
+
+/// A second install of the App (no runner: its Plans wait for approval) and a Rollout
+/// of component web over both installs, one per wave by `ring`.
+fn rollout_objects() -> String {
+    format!("{}---\n{ROLLOUT}", install("globex", "2"))
+}
+
+/// The Rollout of [`rollout_objects`].
+const ROLLOUT: &str = r#"apiVersion: outpost.dev/v1alpha1
+kind: Rollout
+metadata:
+  name: web-rollout
+spec:
+  app: drift-app
+  component: web
+  selector:
+    matchLabels:
+      tier: gold
+  orderBy: ring
+  waveSize: 1
+"#;
 
 /// chromedriver on a free port and a headless Chromium session through it.
 struct Browser {
@@ -627,6 +660,72 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
             .len(),
         before
     );
+
+    // A rollout of web over acme (ring 1) and globex (ring 2, no runner, prompt mode):
+    // acme is done at once, globex's Plans wait for an approval.
+    let rollouts: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    let rollout = dir.path().join("rollout.yaml");
+    std::fs::write(&rollout, rollout_objects()).unwrap();
+    cp.kubectl().ok(&["apply", "-f", rollout.to_str().unwrap()]);
+    let status = eventually(60, "wave 2 of the rollout held", async || {
+        let status = rollouts.get("web-rollout").await.ok()?.status?;
+        let held = status.waves.get(1)?.progress.first()?.state == InstallProgressState::Held;
+        held.then_some(status)
+    })
+    .await;
+    assert_eq!(
+        (status.current_wave, status.updated, status.total),
+        (2, 1, 2)
+    );
+    b.goto(&format!("{base}/ui")).await.unwrap();
+    b.find(Locator::LinkText("Rollouts"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let row = browser.find("tr[data-rollout='default/web-rollout']").await;
+    assert_eq!(b.current_url().await.unwrap().path(), "/ui/rollouts");
+    let text = row.text().await.unwrap();
+    assert!(
+        text.contains("drift-app")
+            && text.contains("component web")
+            && text.contains("Progressing"),
+        "{text}"
+    );
+    let cell = |attr: &'static str| {
+        let row = row.clone();
+        async move {
+            row.find(Locator::Css(&format!("[{attr}]")))
+                .await
+                .unwrap()
+                .attr(attr)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(cell("data-wave").await.as_deref(), Some("2/2"));
+    assert_eq!(cell("data-updated").await.as_deref(), Some("1/2"));
+    browser.screenshot("rollouts").await;
+    row.find(Locator::Css("a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let state = |wave: u32, install: &'static str| {
+        let browser = &browser;
+        async move {
+            let css = format!("#wave-{wave} tr[data-install='{install}'] [data-state]");
+            browser.find(&css).await.attr("data-state").await.unwrap()
+        }
+    };
+    assert_eq!(state(1, INSTALL).await.as_deref(), Some("done"));
+    assert_eq!(state(2, "globex").await.as_deref(), Some("held"));
+    let why = browser.text("#wave-2 tr[data-install='globex']").await;
+    assert!(why.contains("awaits approval"), "{why}");
+    assert!(browser.text("#moves").await.contains("component web"));
+    browser.screenshot("rollout").await;
 
     b.clone().close().await.unwrap();
     println!("dashboard test took {} s", started.elapsed().as_secs());

@@ -18,7 +18,7 @@ use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use outpost_api::{App, Install, Plan, PlanPhase, Rollout, RolloutPhase, RolloutStatus};
-use outpost_e2e::shop::{create_app, deployed_release, release_after, set_version};
+use outpost_e2e::shop::{create_app, create_install, deployed_release, release_after, set_version};
 use outpost_e2e::{ControlPlane, EtcdCluster, eventually};
 use outpost_runner::claim::{Claim, claim, refusal, refuse};
 use outpost_runner::journal::{JOURNAL_FILE, Record};
@@ -229,21 +229,8 @@ async fn a_rollout_completes_through_etcd_and_controller_leader_failures() {
     futures::stream::iter(names.iter().enumerate())
         .for_each_concurrent(16, |(i, name)| {
             let installs = Api::<Install>::namespaced(clients[i % 2].clone(), "default");
-            let install = json!({
-                "apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
-                "metadata": {"name": name, "labels": {"fleet": "ha"}},
-                "spec": {"app": "shop", "approvalMode": "approve-all", "release": release1,
-                         "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}},
-            });
-            async move {
-                installs
-                    .create(
-                        &PostParams::default(),
-                        &serde_json::from_value(install).unwrap(),
-                    )
-                    .await
-                    .unwrap();
-            }
+            let release = &release1;
+            async move { create_install(&installs, name, json!({"fleet": "ha"}), release).await }
         })
         .await;
     let installs = Api::<Install>::namespaced(clients[0].clone(), "default");

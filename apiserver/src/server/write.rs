@@ -1,6 +1,7 @@
 //! `POST`, `PUT` and `PATCH`: decode, check unknown fields (`fieldValidation`), fill in
-//! server-managed metadata, validate against the schema and the kind's own rules, record
-//! managed fields, then write with the store revision as the precondition.
+//! server-managed metadata, validate against the schema and the kind's own rules, check
+//! the references it must hold to other objects, record managed fields, then write with
+//! the store revision as the precondition.
 
 use axum::body::Body;
 use axum::response::Response;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use super::body::{content_type, decode_object, json_with_warnings, read};
 use super::dispatch::Call;
 use super::objects::RETRIES;
+use crate::admission;
 use crate::object_meta::{
     WriteScope, finalizers, from_store, is_deleting, prepare_create, prepare_update,
     sent_resource_version, set_resource_version, to_store,
@@ -98,6 +100,41 @@ fn admit(call: &Call, object: &Value, name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// The references the object must hold to others in the store
+/// ([`admission::component_reference`]): 422 with the cause.
+async fn admit_references(
+    call: &Call,
+    object: &Value,
+    old: Option<&Value>,
+    name: &str,
+) -> Result<(), ApiError> {
+    let Some(reference) = admission::component_reference(&call.rt.kind, object, old) else {
+        return Ok(());
+    };
+    let Some(components) =
+        call.state
+            .config
+            .registry
+            .get(outpost_api::GROUP, outpost_api::VERSION, "components")
+    else {
+        return Ok(()); // not served here: nothing to check against
+    };
+    let (items, _) = call
+        .state
+        .store
+        .list_all(&components.key_prefix(call.namespace()))
+        .await
+        .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, name)))?;
+    let components: Vec<Value> = items.iter().map(from_store).collect::<Result<_, _>>()?;
+    match admission::check_component(&reference, &components) {
+        None => Ok(()),
+        Some(cause) => Err(ApiError::Invalid {
+            subject: Subject::of(&call.rt, name),
+            causes: vec![cause],
+        }),
+    }
+}
+
 pub async fn create(call: &Call, body: Body) -> Result<Response, ApiError> {
     let bytes = read(body, call.state.config.max_body_bytes).await?;
     let mut object = decode_object(&call.headers, &bytes)?;
@@ -113,6 +150,7 @@ async fn create_object(
     let name = prepare_create(&call.rt, &mut object, call.namespace())?;
     call.check_access(&object)?;
     admit(call, &object, &name)?;
+    admit_references(call, &object, None, &name).await?;
     record_update(
         None,
         &mut object,
@@ -197,6 +235,7 @@ async fn commit_update(
         });
     }
     admit(call, &new, call.name())?;
+    admit_references(call, &new, Some(old), call.name()).await?;
     set_resource_version(&mut new, revision);
     if new == *old {
         return Ok(new); // nothing to write: the resourceVersion stays

@@ -82,6 +82,23 @@ pub async fn list<K: DeserializeOwned>(
     Ok(decode_all(plural, values))
 }
 
+/// The object `namespace/name` of `plural`, typed, if the user may see it (read as a
+/// [`list`] is, so a runner token sees only its install's).
+pub async fn get<K: DeserializeOwned>(
+    state: &ServerState,
+    user: &User,
+    plural: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, ApiError> {
+    let (values, _) = list_values(state, user, plural).await?;
+    let found = values.into_iter().find(|v| {
+        v.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
+            && v.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+    });
+    Ok(decode_all(plural, found).into_iter().next())
+}
+
 /// Decodes objects as `K`, skipping (and logging) those that do not decode.
 pub fn decode_all<K: DeserializeOwned>(
     plural: &str,

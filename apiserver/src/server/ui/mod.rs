@@ -27,6 +27,11 @@ pub(super) fn routes() -> Router<Arc<ServerState>> {
         .route("/ui/logout", post(session::logout))
         .route("/ui/events", get(events::fleet_events))
         .route("/ui/policies", get(pages::policies::page))
+        .route("/ui/rollouts", get(pages::rollouts::list_page))
+        .route(
+            "/ui/rollouts/{namespace}/{name}",
+            get(pages::rollouts::page),
+        )
         .route("/ui/installs/{namespace}/{name}", get(pages::install::page))
         .route(
             "/ui/installs/{namespace}/{name}/trigger",

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
-use http::StatusCode;
+use axum::response::Response;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, html};
 use outpost_api::audit_chain::{Source, verify};
@@ -19,7 +18,7 @@ use super::super::cells::{self, FleetObjects};
 use super::super::data::list;
 use super::super::events::load_fleet;
 use super::super::session::Session;
-use super::layout::{api_error, error_page, page as shell, short, when};
+use super::layout::{object_page, short, short_hash, when};
 use super::plan::{duration, phase_pill, role_text, verdict_pills};
 use crate::server::ServerState;
 use crate::status::ApiError;
@@ -33,21 +32,14 @@ pub async fn page(
     State(state): State<Arc<ServerState>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    match render(&session, &state, &namespace, &name).await {
-        Ok(Some(body)) => shell(
-            &format!("{namespace}/{name}"),
-            "fleet",
-            Some(&session),
-            body,
-        )
-        .into_response(),
-        Ok(None) => error_page(
-            Some(&session),
-            StatusCode::NOT_FOUND,
-            &format!("installs.outpost.dev {name:?} not found in namespace {namespace:?}"),
-        ),
-        Err(err) => api_error(Some(&session), &err),
-    }
+    let rendered = render(&session, &state, &namespace, &name).await;
+    let title = format!("{namespace}/{name}");
+    object_page(
+        &session,
+        (&title, "fleet"),
+        ("installs", &namespace, &name),
+        rendered,
+    )
 }
 
 fn of<'a, T>(
@@ -227,11 +219,6 @@ async fn render(
         h2 { "Audit log" }
         (audit_card(name, &runners, &events, &now))
     }))
-}
-
-fn short_hash(hash: &str) -> &str {
-    let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
-    &hex[..hex.len().min(12)]
 }
 
 /// `component web`, `action migrate`, `sandbox`.

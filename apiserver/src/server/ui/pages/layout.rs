@@ -50,6 +50,9 @@ button.secondary{background:#fff;color:#1d2330;border-color:#c5cdd9}button.dange
 body[data-live=connected] .live-dot{background:#2fa35a}
 .actions{display:flex;gap:10px;align-items:end}.actions form{display:flex;gap:8px;align-items:end;margin:0}
 .login{max-width:420px;margin:80px auto}.login input{width:100%}
+.bar{display:inline-block;width:90px;height:8px;border-radius:4px;background:#e6eaf0;overflow:hidden;vertical-align:middle}
+.bar span{display:block;height:100%;background:#2fa35a}
+.wave table{margin-top:6px;table-layout:fixed}.wave th:nth-child(1){width:22%}.wave th:nth-child(2){width:14%}.wave th:nth-child(3){width:12%}
 "#;
 
 /// A whole page: navigation, who is logged in, `body`.
@@ -69,6 +72,7 @@ pub fn page(title: &str, current: &str, session: Option<&Session>, body: Markup)
                     @if session.is_some() {
                         nav {
                             a class=@if current == "fleet" { "on" } href="/ui" { "Fleet" }
+                            a class=@if current == "rollouts" { "on" } href="/ui/rollouts" { "Rollouts" }
                             a class=@if current == "policies" { "on" } href="/ui/policies" { "Policies" }
                         }
                     }
@@ -104,6 +108,26 @@ pub fn error_page(session: Option<&Session>, status: StatusCode, message: &str) 
         }
     };
     (status, page(title, "", session, body)).into_response()
+}
+
+/// The page of the object `namespace/name` of `plural` (`installs`): `rendered` in the
+/// shell, titled `title` under the navigation entry `current`; 404 when it was not
+/// found (`Ok(None)`), the error page for an API error.
+pub fn object_page(
+    session: &Session,
+    (title, current): (&str, &str),
+    (plural, namespace, name): (&str, &str, &str),
+    rendered: Result<Option<Markup>, ApiError>,
+) -> Response {
+    match rendered {
+        Ok(Some(body)) => page(title, current, Some(session), body).into_response(),
+        Ok(None) => error_page(
+            Some(session),
+            StatusCode::NOT_FOUND,
+            &format!("{plural}.outpost.dev {name:?} not found in namespace {namespace:?}"),
+        ),
+        Err(err) => api_error(Some(session), &err),
+    }
 }
 
 /// The error page for an API error.
@@ -143,6 +167,12 @@ pub fn pretty(value: &serde_json::Value) -> String {
 /// or pretty JSON if it cannot be written as YAML.
 pub fn yaml(value: &serde_json::Value) -> String {
     serde_saphyr::to_string(value).unwrap_or_else(|_| pretty(value))
+}
+
+/// A release's content hash, short: its first 12 hex digits.
+pub fn short_hash(hash: &str) -> &str {
+    let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
+    &hex[..hex.len().min(12)]
 }
 
 /// A JSON value compactly, strings without quotes.

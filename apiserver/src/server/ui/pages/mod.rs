@@ -6,3 +6,4 @@ pub mod layout;
 pub mod login;
 pub mod plan;
 pub mod policies;
+pub mod rollouts;

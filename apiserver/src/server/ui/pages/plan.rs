@@ -5,16 +5,15 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
-use http::StatusCode;
+use axum::response::Response;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, html};
 use outpost_api::{AuditEvent, AuditEventType, Enforcement, Plan, PlanPhase, RoleLevel, Verdict};
 
-use super::super::data::list;
+use super::super::data::{get, list};
 use super::super::session::Session;
 use super::install::entity_text;
-use super::layout::{api_error, error_page, page as shell, pretty, when, yaml};
+use super::layout::{object_page, pretty, when, yaml};
 use crate::server::ServerState;
 use crate::status::ApiError;
 
@@ -24,17 +23,14 @@ pub async fn page(
     State(state): State<Arc<ServerState>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    match render(&session, &state, &namespace, &name).await {
-        Ok(Some(body)) => {
-            shell(&format!("plan {name}"), "fleet", Some(&session), body).into_response()
-        }
-        Ok(None) => error_page(
-            Some(&session),
-            StatusCode::NOT_FOUND,
-            &format!("plans.outpost.dev {name:?} not found in namespace {namespace:?}"),
-        ),
-        Err(err) => api_error(Some(&session), &err),
-    }
+    let rendered = render(&session, &state, &namespace, &name).await;
+    let title = format!("plan {name}");
+    object_page(
+        &session,
+        (&title, "fleet"),
+        ("plans", &namespace, &name),
+        rendered,
+    )
 }
 
 /// Where the role came from: the level of the precedence chain, numbered as documented.
@@ -103,13 +99,10 @@ async fn render(
     namespace: &str,
     name: &str,
 ) -> Result<Option<Markup>, ApiError> {
-    let plans: Vec<Plan> = list(state, &session.user, "plans").await?;
-    let Some(plan) = plans.iter().find(|p| {
-        p.metadata.namespace.as_deref() == Some(namespace)
-            && p.metadata.name.as_deref() == Some(name)
-    }) else {
+    let Some(plan) = get::<Plan>(state, &session.user, "plans", namespace, name).await? else {
         return Ok(None);
     };
+    let plan = &plan;
     let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
     let mut events: Vec<&AuditEvent> = audit
         .iter()
