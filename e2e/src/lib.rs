@@ -8,6 +8,7 @@
 mod cluster;
 mod etcd_cluster;
 pub mod helm;
+pub mod job_plans;
 mod kubectl;
 mod raw;
 mod recording;
