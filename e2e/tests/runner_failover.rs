@@ -18,6 +18,7 @@ use outpost_e2e::job_plans::{
     INSTALL, approved_job_plan, audit_verify, install_with_token, local_events, runner_command,
     step_runs,
 };
+use outpost_e2e::shop::runnable_app;
 use outpost_e2e::{
     Backend, ControlPlane, Process, RecordingProxy, eventually, on_path, outpost_binary,
 };
@@ -27,32 +28,9 @@ use outpost_runner::journal::{JOURNAL_FILE, Record};
 /// The controllers' lease: a replica whose API server died is replaced within this.
 const LEASE_SECONDS: u64 = 4;
 
-/// App `shop`: a sandbox terraform needs no provider for, and action `step`, whose one
-/// step appends a line to `runs.log` in its work dir and then takes a while (a window to
-/// kill the API server in).
-const APP: &str = r#"
-apiVersion: outpost.dev/v1alpha1
-kind: App
-metadata:
-  name: shop
-spec:
-  permissions:
-    roles:
-      - name: shop-provision
-        type: provision
-      - name: shop-maintenance
-        type: maintenance
-      - name: shop-deprovision
-        type: deprovision
-  sandbox:
-    type: terraform_module
-    files:
-      main.tf: |
-        output "ready" {
-          value = true
-        }
----
-apiVersion: outpost.dev/v1alpha1
+/// Action `step` of App `shop`: its one step appends a line to `runs.log` in its work
+/// dir, then takes a while (a window to kill the API server in); and Install `acme`.
+const ACTION_AND_INSTALL: &str = r#"apiVersion: outpost.dev/v1alpha1
 kind: Action
 metadata:
   name: step
@@ -264,7 +242,8 @@ async fn the_runner_moves_between_replicas_as_each_is_killed_and_runs_every_plan
     ];
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("shop.yaml");
-    std::fs::write(&manifest, APP).unwrap();
+    let app = runnable_app("");
+    std::fs::write(&manifest, format!("{app}---\n{ACTION_AND_INSTALL}")).unwrap();
     b.kubectl().ok(&["apply", "-f", manifest.to_str().unwrap()]);
     let token = b.mint_runner_token(&format!("default/{INSTALL}"));
     // The runner dials what its install stack tells it to (`--server ${ServerUrl}`).
