@@ -22,8 +22,8 @@ use outpost_e2e::shop::runnable_app;
 use outpost_e2e::{
     Backend, ControlPlane, Process, RecordingProxy, eventually, on_path, outpost_binary,
 };
-use outpost_runner::Stage;
 use outpost_runner::journal::{JOURNAL_FILE, Record};
+use outpost_runner::{Stage, failover};
 
 /// The controllers' lease: a replica whose API server died is replaced within this.
 const LEASE_SECONDS: u64 = 4;
@@ -232,30 +232,49 @@ fn step_lines(state: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runner_moves_between_replicas_as_each_is_killed_and_runs_every_plan_once() {
-    let mut a = ControlPlane::start(Backend::Etcd).await;
-    let mut b = a.start_replica().await;
+    let first = ControlPlane::start(Backend::Etcd).await;
+    let second = first.start_replica().await;
     // Install stacks name both replicas.
-    let both = format!("{},{}", a.url, b.url);
+    let both = format!("{},{}", first.url, second.url);
     let _controllers = [
-        a.start_controllers_publishing("controllers-a", LEASE_SECONDS, &both),
-        b.start_controllers_publishing("controllers-b", LEASE_SECONDS, &both),
+        first.start_controllers_publishing("controllers-0", LEASE_SECONDS, &both),
+        second.start_controllers_publishing("controllers-1", LEASE_SECONDS, &both),
     ];
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("shop.yaml");
     let app = runnable_app("");
     std::fs::write(&manifest, format!("{app}---\n{ACTION_AND_INSTALL}")).unwrap();
-    b.kubectl().ok(&["apply", "-f", manifest.to_str().unwrap()]);
-    let token = b.mint_runner_token(&format!("default/{INSTALL}"));
+    second
+        .kubectl()
+        .ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    let token = second.mint_runner_token(&format!("default/{INSTALL}"));
     // The runner dials what its install stack tells it to (`--server ${ServerUrl}`).
-    let servers = eventually(30, "the install stack", async || stack_server_urls(&b)).await;
+    let servers = eventually(30, "the install stack", async || stack_server_urls(&second)).await;
     assert_eq!(servers, both);
     let (state, log) = (
         dir.path().join("state"),
         RunnerLog(dir.path().join("runner.log")),
     );
-    let _runner = start_runner(&servers, &a.tls.ca, &token, &state, &log.0);
+    let _runner = start_runner(&servers, &first.tls.ca, &token, &state, &log.0);
 
-    // The runner starts on the first URL and provisions the sandbox.
+    // A is the replica the runner starts on (its own place in the list), B the other.
+    let on_second = eventually(30, "the runner to say which server it uses", async || {
+        let text = log.text();
+        let line = text.lines().find(|l| l.contains("using API server"))?;
+        let uses =
+            |cp: &ControlPlane| line.contains(&format!("server={}", failover_display(&cp.url)));
+        match (uses(&first), uses(&second)) {
+            (true, false) => Some(false),
+            (false, true) => Some(true),
+            _ => panic!("the runner uses neither replica: {line}"),
+        }
+    })
+    .await;
+    let (mut a, mut b) = if on_second {
+        (second, first)
+    } else {
+        (first, second)
+    };
     let on_b = b.client().await;
     let installs: Api<Install> = Api::namespaced(on_b.clone(), "default");
     eventually(120, "the install to be Active", async || {
@@ -263,14 +282,6 @@ async fn the_runner_moves_between_replicas_as_each_is_killed_and_runs_every_plan
         (install.status?.phase == Some(InstallPhase::Active)).then_some(())
     })
     .await;
-    let text = log.text();
-    assert!(
-        text.contains(&format!(
-            "using API server server={}",
-            failover_display(&a.url)
-        )),
-        "{text}"
-    );
 
     // Three runs of the action; A dies while the runner runs one of them.
     for _ in 0..3 {
@@ -345,6 +356,12 @@ async fn a_claim_or_result_whose_answer_died_with_its_replica_is_settled_on_the_
         RecordingProxy::start(&a.url, &a.tls).await,
         RecordingProxy::start(&b.url, &b.tls).await,
     );
+    // In that order, from where this runner starts in its list.
+    let mut servers = [proxy_a.url.as_str(), proxy_b.url.as_str(), a.url.as_str()];
+    servers.rotate_right(failover::first_server(
+        &format!("default/{INSTALL}/{INSTALL}"),
+        3,
+    ));
     let path = "/apis/outpost.dev/v1alpha1/namespaces/default/plans";
     proxy_a.die_after(&[&format!("PUT {path}/claim-lost/status")]);
     proxy_b.die_after(&[&format!("PATCH {path}/report-lost/status"), "Succeeded"]);
@@ -353,10 +370,14 @@ async fn a_claim_or_result_whose_answer_died_with_its_replica_is_settled_on_the_
         dir.path().join("state"),
         RunnerLog(dir.path().join("runner.log")),
     );
-    let servers = format!("{},{},{}", proxy_a.url, proxy_b.url, a.url);
-    let _runner = start_runner(&servers, &a.tls.ca, &token, &state, &log.0);
+    let _runner = start_runner(&servers.join(","), &a.tls.ca, &token, &state, &log.0);
 
     let plans: Api<Plan> = Api::namespaced(a.client().await, "default");
+    let started = format!("using API server server={}", failover_display(&proxy_a.url));
+    eventually(30, "the runner to start on A's proxy", async || {
+        log.text().contains(&started).then_some(())
+    })
+    .await;
     let mut expected = 0;
     for (name, proxy) in [("claim-lost", &proxy_a), ("report-lost", &proxy_b)] {
         approved_job_plan(&plans, name).await;

@@ -1,6 +1,8 @@
 //! Reaching any of several API servers: `--server` may name replicas of one control
-//! plane (each its own watch cache on one store). The runner uses one at a time and
-//! moves to the next, round robin, when the one it uses fails:
+//! plane (each its own watch cache on one store). The runner uses one at a time — it
+//! starts at a place in the list of its own ([`first_server`]), so a fleet given one
+//! list spreads over the replicas — and moves to the next, round robin, when the one it
+//! uses fails:
 //!
 //! * a call cannot connect, or its connection breaks (TLS, reset, timeout);
 //! * the server answers `503 Service Unavailable` (its store is away: `/readyz`'s case);
@@ -34,16 +36,30 @@ pub struct Servers {
     current: watch::Sender<usize>,
 }
 
+/// Where in a list of `count` servers the runner called `runner` starts: a stable hash
+/// of its name, so that it starts at the same server every time and a fleet of runners
+/// given the same list spreads evenly over it. With one server, that one.
+pub fn first_server(runner: &str, count: usize) -> usize {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(runner.as_bytes());
+    let mut word = [0; 8];
+    word.copy_from_slice(&hash[..8]);
+    (u64::from_be_bytes(word) % count.max(1) as u64) as usize
+}
+
 impl Servers {
-    /// The servers in `urls`, using the first.
+    /// The servers in `urls`, using the one at `first`.
     ///
     /// # Panics
-    /// If `urls` is empty (`--server` is required).
-    pub fn new(urls: Vec<Uri>) -> Self {
-        assert!(!urls.is_empty(), "the runner needs at least one API server");
+    /// If `urls` is empty (`--server` is required) or `first` is not in it.
+    pub fn new(urls: Vec<Uri>, first: usize) -> Self {
+        assert!(
+            first < urls.len(),
+            "the runner starts at one of its API servers"
+        );
         Servers {
             urls,
-            current: watch::Sender::new(0),
+            current: watch::Sender::new(first),
         }
     }
 

@@ -16,7 +16,7 @@ fn urls(n: usize) -> Vec<Uri> {
 
 #[test]
 fn a_failure_moves_to_the_next_server_round_robin_once() {
-    let servers = Servers::new(urls(3));
+    let servers = Servers::new(urls(3), 0);
     assert_eq!(servers.current(), 0, "the first URL first");
     assert!(servers.failed(0, &"connection refused"));
     assert_eq!(servers.current(), 1);
@@ -29,15 +29,34 @@ fn a_failure_moves_to_the_next_server_round_robin_once() {
 }
 
 #[test]
+fn each_runner_starts_at_a_server_of_its_own_and_a_fleet_spreads() {
+    let runners: Vec<String> = (0..300).map(|i| format!("default/i{i}/i{i}")).collect();
+    let mut per_server = [0; 3];
+    for runner in &runners {
+        let first = first_server(runner, 3);
+        assert_eq!(first, first_server(runner, 3), "the same server every time");
+        per_server[first] += 1;
+    }
+    assert!(
+        per_server.iter().all(|&n| n > 60),
+        "300 runners over 3 servers: {per_server:?}"
+    );
+    assert_eq!(first_server("default/acme/acme", 1), 0);
+    let servers = Servers::new(urls(3), 2);
+    assert!(servers.failed(2, &"connection refused"));
+    assert_eq!(servers.current(), 0, "round robin from wherever it started");
+}
+
+#[test]
 fn one_server_is_never_left() {
-    let servers = Servers::new(urls(1));
+    let servers = Servers::new(urls(1), 0);
     assert!(!servers.failed(0, &"connection refused"));
     assert_eq!(servers.current(), 0);
 }
 
 #[tokio::test]
 async fn moved_away_resolves_once_the_server_is_left() {
-    let servers = Servers::new(urls(2));
+    let servers = Servers::new(urls(2), 0);
     let mut away = Box::pin(servers.moved_away(0));
     assert!((&mut away).now_or_never().is_none(), "still on server 0");
     assert!(
@@ -107,7 +126,7 @@ const BROKEN: &str =
     "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n10\r\nabc";
 
 fn client(urls: Vec<Uri>) -> (Arc<Servers>, kube_client::Client) {
-    let servers = Arc::new(Servers::new(urls));
+    let servers = Arc::new(Servers::new(urls, 0));
     let failover = Failover::new(servers.clone(), |url| {
         let mut config = kube_client::Config::new(url.clone());
         config.default_retry = false;

@@ -86,13 +86,16 @@ impl Session {
 /// A client for the `--server`s with `--token` and `--certificate-authority`. It uses one
 /// server at a time and moves to the next when that one fails ([`crate::failover`]).
 pub fn client(args: &RunnerArgs) -> anyhow::Result<kube_client::Client> {
-    let servers = Arc::new(Servers::new(args.server.clone()));
+    let (namespace, install) = args.install_ref();
+    let runner = format!("{namespace}/{install}/{}", args.runner_name());
+    let first = crate::failover::first_server(&runner, args.server.len());
+    let servers = Arc::new(Servers::new(args.server.clone(), first));
     let root_cert = args
         .certificate_authority
         .as_deref()
         .map(pem_to_der)
         .transpose()?;
-    let namespace = args.install_ref().0.to_owned();
+    let namespace = namespace.to_owned();
     // With one server, kube's own retry of 429/503/504 on that server stays as it was;
     // with several, a 503 moves to the next server and the caller's backoff retries.
     let retry_in_place = servers.len() == 1;

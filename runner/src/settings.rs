@@ -11,9 +11,10 @@ pub struct RunnerArgs {
     /// URL of the Outpost API server (the runner dials out; it listens on no port).
     ///
     /// Several URLs, the flag repeated or comma-separated, name replicas of one control
-    /// plane: the runner uses the first and moves to the next (round robin, after its
-    /// usual backoff) when a call cannot connect, a server answers 503 or its watch
-    /// breaks. A load balancer in front of the replicas is one URL.
+    /// plane: the runner uses one at a time (each runner starts at a place in the list
+    /// of its own, so a fleet spreads over the replicas) and moves to the next, round
+    /// robin after its usual backoff, when a call cannot connect, a server answers 503
+    /// or its watch breaks. A load balancer in front of the replicas is one URL.
     #[arg(long, required = true, value_delimiter = ',', value_parser = server_url)]
     pub server: Vec<Uri>,
     /// The runner's bearer token.
