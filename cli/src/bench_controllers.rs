@@ -245,9 +245,9 @@ impl ControllersBench {
         let client = Client::try_from(kube)?;
 
         create_app(&client, self.components).await?;
-        let controllers = tokio::spawn((outpost_controllers::run::all_controllers(
+        let controllers = tokio::spawn((outpost_controllers::run::all_controllers(vec![
             "https://outpost.bench.invalid".into(),
-        ))(client.clone()));
+        ]))(client.clone()));
         let runner = SimulatedRunner::start(client.clone());
         let release = wait_for_release(&client, NAMESPACE, "bench", None, self.timeout).await?;
 

@@ -22,9 +22,16 @@ pub struct ControllersArgs {
     /// wait before taking over from a leader that died. It renews every third of it.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     lease_seconds: u64,
-    /// The HTTPS address runners dial, written into every install stack.
-    #[arg(long, env = "OUTPOST_PUBLIC_URL")]
-    public_url: String,
+    /// The HTTPS address runners dial, written into every install stack. Several
+    /// (repeated, or comma-separated) are each API server replica's: the runner fails
+    /// over between them. One is a load balancer in front of the replicas.
+    #[arg(
+        long,
+        env = "OUTPOST_PUBLIC_URL",
+        required = true,
+        value_delimiter = ','
+    )]
+    public_url: Vec<String>,
 }
 
 /// Runs the controllers while this replica leads, until SIGINT or SIGTERM.

@@ -197,7 +197,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         let task = tokio::spawn(run_while_leader(
             client.clone(),
             election,
-            all_controllers(url.clone()),
+            all_controllers(vec![url.clone()]),
             async {
                 let _ = stopped.await;
             },

@@ -50,12 +50,13 @@ pub async fn run_while_leader(
     }
 }
 
-/// Every controller this crate has, run together until they all stop. `public_url` is
-/// the API server address runners dial (written into install stacks).
-pub fn all_controllers(public_url: String) -> Start {
+/// Every controller this crate has, run together until they all stop. `public_urls` are
+/// the API server addresses runners dial (written into install stacks): one, or each
+/// replica's.
+pub fn all_controllers(public_urls: Vec<String>) -> Start {
     Box::new(move |client| {
         let stack_options = crate::install_stack::StackOptions {
-            server_url: public_url.clone(),
+            server_urls: public_urls.clone(),
         };
         Box::pin(async move {
             let policies: crate::plan_gate::PolicyCheck =

@@ -69,8 +69,12 @@ fn render(name: &str) -> InstallStackSpec {
             Ok(out)
         }
     };
+    // Two replicas' URLs: cfn-lint checks the default against the parameter's pattern.
     let options = StackOptions {
-        server_url: "https://outpost.example.com".into(),
+        server_urls: vec![
+            "https://outpost-0.example.com".into(),
+            "https://outpost-1.example.com:6443".into(),
+        ],
     };
     render_install_stack(&example_app(), &install, &options, &render).expect("the example renders")
 }

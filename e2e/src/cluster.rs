@@ -261,6 +261,17 @@ impl ControlPlane {
     /// [`ControlPlane::start_controllers`] with a leader-election lease of
     /// `lease_seconds`: how long the other replicas wait for a killed leader.
     pub fn start_controllers_with_lease(&self, identity: &str, lease_seconds: u64) -> Process {
+        self.start_controllers_publishing(identity, lease_seconds, &self.url)
+    }
+
+    /// [`ControlPlane::start_controllers_with_lease`] writing `public_url` (one URL or
+    /// several, comma-separated) into install stacks as the address runners dial.
+    pub fn start_controllers_publishing(
+        &self,
+        identity: &str,
+        lease_seconds: u64,
+        public_url: &str,
+    ) -> Process {
         let child = Command::new(outpost_binary())
             .args([
                 "controllers",
@@ -269,7 +280,7 @@ impl ControlPlane {
                 "--lease-seconds",
                 &lease_seconds.to_string(),
                 "--public-url",
-                &self.url,
+                public_url,
                 "--kubeconfig",
             ])
             .arg(self.kubeconfig(&self.admin_token))

@@ -3,11 +3,14 @@
 //! ([`EtcdCluster`]), with TLS and a token file, and talk to it
 //! with the machine's `kubectl` or a kube-rs client; run OCI registries
 //! (`docker-registry`) with a test image in them; record every API response a test's
-//! clients get ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]).
+//! clients get, or stand for a server that dies right after a write
+//! ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]); give the real runner job
+//! Plans to run ([`job_plans`]).
 
 mod cluster;
 mod etcd_cluster;
 pub mod helm;
+pub mod job_plans;
 mod kubectl;
 mod raw;
 mod recording;

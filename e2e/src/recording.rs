@@ -7,6 +7,10 @@
 //! Both sides speak HTTP/1.1 (ALPN), so what it records is plain HTTP/1.1: headers and
 //! bodies, watch streams included; [`RecordingProxy::responses`] removes the chunked
 //! framing so that a value split across chunks is still found.
+//!
+//! [`RecordingProxy::die_after`] makes it stand for a server that dies right after
+//! committing a write: the request reaches the server, its answer never reaches the
+//! client, and the proxy refuses every connection from then on.
 
 use std::sync::{Arc, Mutex};
 
@@ -21,6 +25,31 @@ use tokio::net::{TcpListener, TcpStream};
 struct Exchange {
     requests: Vec<u8>,
     responses: Vec<u8>,
+    /// Where the request being sent starts in `requests` (after the last answer).
+    request_start: usize,
+    /// The request being sent matched [`RecordingProxy::die_after`]'s markers.
+    fatal: bool,
+}
+
+/// What every connection of one proxy shares.
+#[derive(Default)]
+struct Shared {
+    exchanges: Mutex<Vec<Arc<Mutex<Exchange>>>>,
+    /// [`RecordingProxy::die_after`]'s markers.
+    fatal_request: Mutex<Option<Vec<Vec<u8>>>>,
+    /// Set once the proxy died.
+    dead: tokio::sync::watch::Sender<bool>,
+}
+
+impl Shared {
+    /// Whether `request` (the bytes of one request so far) has every fatal marker.
+    fn is_fatal(&self, request: &[u8]) -> bool {
+        self.fatal_request
+            .lock()
+            .expect("the recording lock is never poisoned")
+            .as_ref()
+            .is_some_and(|markers| markers.iter().all(|m| find(request, m).is_some()))
+    }
 }
 
 /// A loopback TLS proxy that records every request and response byte; stops when
@@ -28,7 +57,7 @@ struct Exchange {
 pub struct RecordingProxy {
     /// `https://127.0.0.1:PORT`: give it to clients instead of the control plane's URL.
     pub url: String,
-    exchanges: Arc<Mutex<Vec<Arc<Mutex<Exchange>>>>>,
+    shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -78,17 +107,31 @@ impl RecordingProxy {
             "https://{}",
             listener.local_addr().expect("a bound listener")
         );
-        let exchanges: Arc<Mutex<Vec<Arc<Mutex<Exchange>>>>> = Arc::default();
-        let recorded = exchanges.clone();
+        let shared = Arc::new(Shared::default());
+        let proxy = shared.clone();
         let task = tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
+            let mut dead = proxy.dead.subscribe();
+            loop {
+                let inbound = tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((inbound, _)) => inbound,
+                        Err(_) => break,
+                    },
+                    // Dead: the listener goes, so new connections are refused.
+                    _ = dead.wait_for(|dead| *dead) => break,
+                };
                 let exchange = Arc::new(Mutex::new(Exchange::default()));
-                recorded
+                proxy
+                    .exchanges
                     .lock()
                     .expect("the recording lock is never poisoned")
                     .push(exchange.clone());
-                let (acceptor, connector, upstream) =
-                    (acceptor.clone(), connector.clone(), upstream.clone());
+                let (acceptor, connector, upstream, shared) = (
+                    acceptor.clone(),
+                    connector.clone(),
+                    upstream.clone(),
+                    proxy.clone(),
+                );
                 tokio::spawn(async move {
                     let Ok(inbound) = acceptor.accept(inbound).await else {
                         return;
@@ -103,21 +146,36 @@ impl RecordingProxy {
                     let (client_read, client_write) = tokio::io::split(inbound);
                     let (server_read, server_write) = tokio::io::split(outbound);
                     tokio::join!(
-                        copy(client_read, server_write, exchange.clone(), false),
-                        copy(server_read, client_write, exchange, true),
+                        copy(client_read, server_write, &exchange, &shared, false),
+                        copy(server_read, client_write, &exchange, &shared, true),
                     );
                 });
             }
         });
-        RecordingProxy {
-            url,
-            exchanges,
-            task,
-        }
+        RecordingProxy { url, shared, task }
+    }
+
+    /// From now on, once a request containing every one of `markers` (in its request
+    /// line, headers or body) has reached the server, the proxy dies as a server killed
+    /// right after committing it would: the server's answer is dropped, every connection
+    /// is closed, and new connections are refused.
+    pub fn die_after(&self, markers: &[&str]) {
+        *self
+            .shared
+            .fatal_request
+            .lock()
+            .expect("the recording lock is never poisoned") =
+            Some(markers.iter().map(|m| m.as_bytes().to_vec()).collect());
+    }
+
+    /// Whether the proxy died ([`RecordingProxy::die_after`]).
+    pub fn is_dead(&self) -> bool {
+        *self.shared.dead.borrow()
     }
 
     fn collect(&self, pick: impl Fn(&Exchange) -> Vec<u8>) -> Vec<u8> {
-        self.exchanges
+        self.shared
+            .exchanges
             .lock()
             .expect("the recording lock is never poisoned")
             .iter()
@@ -138,7 +196,8 @@ impl RecordingProxy {
 
     /// How many connections went through the proxy.
     pub fn connections(&self) -> usize {
-        self.exchanges
+        self.shared
+            .exchanges
             .lock()
             .expect("the recording lock is never poisoned")
             .len()
@@ -152,29 +211,41 @@ impl Drop for RecordingProxy {
 }
 
 /// Copies `from` to `to`, recording each byte in `exchange` (as a response when
-/// `response`); ends at EOF or an error, closing `to`.
+/// `response`); ends at EOF, an error or the proxy's death, closing `to`. The first
+/// answer to a fatal request is not copied: the proxy dies instead.
 async fn copy(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
-    exchange: Arc<Mutex<Exchange>>,
+    exchange: &Mutex<Exchange>,
+    shared: &Shared,
     response: bool,
 ) {
+    let mut dead = shared.dead.subscribe();
     let mut buffer = vec![0; 16 * 1024];
     loop {
-        let n = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        let n = tokio::select! {
+            read = from.read(&mut buffer) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = dead.wait_for(|dead| *dead) => break,
         };
         {
             let mut exchange = exchange
                 .lock()
                 .expect("the recording lock is never poisoned");
-            let side = if response {
-                &mut exchange.responses
+            if response {
+                if exchange.fatal {
+                    shared.dead.send_replace(true);
+                    break;
+                }
+                exchange.responses.extend_from_slice(&buffer[..n]);
+                exchange.request_start = exchange.requests.len();
             } else {
-                &mut exchange.requests
-            };
-            side.extend_from_slice(&buffer[..n]);
+                exchange.requests.extend_from_slice(&buffer[..n]);
+                let start = exchange.request_start;
+                exchange.fatal = shared.is_fatal(&exchange.requests[start..]);
+            }
         }
         if to.write_all(&buffer[..n]).await.is_err() {
             break;

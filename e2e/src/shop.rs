@@ -1,7 +1,8 @@
 //! The small App the rollout tests release again and again: `shop`, in namespace
 //! `default`, with a terraform sandbox and one component, `web`, whose manifest carries
 //! a version — each version is a new release of the App. Tests of one component's
-//! rollout add others ([`set_component`]).
+//! rollout add others ([`set_component`]). And [`runnable_app`], the App's roles and a
+//! sandbox the real runner provisions, for tests that run it.
 
 use std::collections::BTreeSet;
 
@@ -10,6 +11,36 @@ use outpost_api::{App, Component, Install, InstallPhase};
 use serde_json::json;
 
 use crate::eventually;
+
+/// App `shop` as YAML for tests with the real runner: the three lifecycle roles
+/// (`shop-provision`, `shop-maintenance`, `shop-deprovision`) and a sandbox that
+/// terraform provisions with no provider (an inline module with one output, `ready`),
+/// with `more_spec` (more keys of `spec`, indented by two spaces) before them.
+pub fn runnable_app(more_spec: &str) -> String {
+    format!(
+        r#"apiVersion: outpost.dev/v1alpha1
+kind: App
+metadata:
+  name: shop
+spec:
+{more_spec}  permissions:
+    roles:
+      - name: shop-provision
+        type: provision
+      - name: shop-maintenance
+        type: maintenance
+      - name: shop-deprovision
+        type: deprovision
+  sandbox:
+    type: terraform_module
+    files:
+      main.tf: |
+        output "ready" {{
+          value = true
+        }}
+"#
+    )
+}
 
 /// Creates the App at version `1`. The Component first: an App applied before it would
 /// first be released without it.

@@ -154,8 +154,17 @@ async fn the_schema_refuses_bad_values_naming_the_field() {
         error.contains("at '/securityContext/readOnlyRootFilesystem'"),
         "{error}"
     );
-    let error = refused(json!({"controllers": {"publicUrl": "http://plain.example.com"}}));
-    assert!(error.contains("at '/controllers/publicUrl'"), "{error}");
+    for url in [
+        "http://plain.example.com",
+        "https://a.example.com,http://plain.example.com",
+        "https://a.example.com,",
+    ] {
+        let error = refused(json!({"controllers": {"publicUrl": url}}));
+        assert!(
+            error.contains("at '/controllers/publicUrl'"),
+            "{url}: {error}"
+        );
+    }
 
     assert!(
         names(&cluster, "deployments", "outpost").is_empty(),
@@ -260,9 +269,9 @@ async fn installs_with_the_bundled_etcd() {
         release.notes
     );
     assert!(
-        release
-            .notes
-            .contains("WARNING: controllers.publicUrl is not set"),
+        release.notes.contains(
+            "\n\nRunners dial https://op-outpost.outpost.svc:443 (written into every install stack).\n\nWARNING: controllers.publicUrl is not set"
+        ),
         "{}",
         release.notes
     );
@@ -275,7 +284,8 @@ async fn installs_with_an_external_etcd() {
     let ns = "outpost";
     let values = json!({
         "etcd": {"mode": "external", "external": {"endpoints": ["etcd-a.db:2379", "etcd-b.db:2379"]}},
-        "controllers": {"publicUrl": "https://outpost.example.com"},
+        // Each replica's URL: the runner fails over between them.
+        "controllers": {"publicUrl": "https://outpost-0.example.com,https://outpost-1.example.com:6443"},
         "serviceMonitor": {"enabled": true},
     });
     let release = helm
@@ -296,7 +306,12 @@ async fn installs_with_an_external_etcd() {
         .iter()
         .find(|e| e["name"] == "OUTPOST_PUBLIC_URL")
         .map(|e| e["value"].clone());
-    assert_eq!(public_url, Some(json!("https://outpost.example.com")));
+    assert_eq!(
+        public_url,
+        Some(json!(
+            "https://outpost-0.example.com,https://outpost-1.example.com:6443"
+        ))
+    );
 
     // The stand-in cluster serves no ServiceMonitor kind: none is rendered, and the
     // notes say so.
@@ -309,6 +324,13 @@ async fn installs_with_an_external_etcd() {
         release.notes
     );
     assert!(!release.notes.contains("controllers.publicUrl is not set"));
+    assert!(
+        release.notes.contains(
+            "\n\nRunners dial one of https://outpost-0.example.com, https://outpost-1.example.com:6443 (written into every install stack):\n"
+        ),
+        "{}",
+        release.notes
+    );
 }
 
 /// A container of a workload the chart created, made runnable here: its args and env

@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 
 use kube_client::api::{Api, ListParams};
 use outpost_api::{DriftReport, Install, InstallPhase, Operation, Plan, PlanPhase};
+use outpost_e2e::shop::runnable_app;
 use outpost_e2e::{Backend, ControlPlane, Process, Registry, eventually, on_path, runner_binary};
 use serde_json::{Value, json};
 
@@ -21,13 +22,8 @@ const VENDOR_REPOSITORY: &str = "vendor/web";
 /// Its repository in the install's registry.
 const INSTALL_REPOSITORY: &str = "acme/web";
 
-const APP: &str = r#"
-apiVersion: outpost.dev/v1alpha1
-kind: App
-metadata:
-  name: shop
-spec:
-  inputs:
+/// App `shop`'s inputs: where the image comes from and goes.
+const INPUTS: &str = "  inputs:
     - name: vendor_registry
       type: string
       source: vendor
@@ -40,23 +36,10 @@ spec:
       type: string
       source: vendor
       required: true
-  permissions:
-    roles:
-      - name: shop-provision
-        type: provision
-      - name: shop-maintenance
-        type: maintenance
-      - name: shop-deprovision
-        type: deprovision
-  sandbox:
-    type: terraform_module
-    files:
-      main.tf: |
-        output "ready" {
-          value = true
-        }
----
-apiVersion: outpost.dev/v1alpha1
+";
+
+/// The App's components.
+const COMPONENTS: &str = r#"apiVersion: outpost.dev/v1alpha1
 kind: Component
 metadata:
   name: web-image
@@ -131,7 +114,8 @@ async fn start(web_tag: &str, vendor: Registry) -> Sync {
                             "web_tag": web_tag},
                  "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}}});
     let manifest = dir.path().join("shop.yaml");
-    std::fs::write(&manifest, format!("{APP}---\n{install}\n")).unwrap();
+    let app = runnable_app(INPUTS);
+    std::fs::write(&manifest, format!("{app}---\n{COMPONENTS}---\n{install}\n")).unwrap();
     cp.kubectl()
         .ok(&["apply", "-f", manifest.to_str().unwrap()]);
 

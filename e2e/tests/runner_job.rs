@@ -3,60 +3,27 @@
 //! Plan ends Succeeded or Failed with a reason, no step ever runs twice, and the audit
 //! log shows each apply once and verifies.
 //!
-//! Each Plan's one step appends its Plan's name to `applies.log` in the job's work dir:
-//! the one host directory the sandbox may write, bound at the same path, so the file is
-//! read here, outside the sandbox, to count how often each step really ran.
+//! Each Plan's one step appends its Plan's name to `applies.log` in the job's work dir
+//! (`outpost_e2e::job_plans`), read here to count how often each step really ran.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, ListParams};
 use outpost_api::{AuditEvent, AuditEventType, Plan, PlanPhase};
-use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary, runner_binary};
+use outpost_e2e::job_plans::{
+    approved_job_plan, audit_verify, install_with_token, local_events, runner_command, step_runs,
+};
+use outpost_e2e::{Backend, ControlPlane, Process, eventually};
 use serde_json::json;
 
-const INSTALL: &str = "acme";
 const PLANS: usize = 100;
-
-/// Creates App `shop` and Install `acme`, and mints the install's runner token with
-/// `outpost token`, as an admin would.
-async fn install_with_token(cp: &ControlPlane) -> String {
-    let json = [("content-type", "application/json")];
-    let app = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "App",
-        "metadata": {"name": "shop"},
-        "spec": {"permissions": {"roles": [{"name": "acme-maintenance", "type": "maintenance"}]}}});
-    let install = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
-        "metadata": {"name": INSTALL},
-        "spec": {"app": "shop", "cloud": {"provider": "aws", "accountId": "111122223333",
-                 "region": "eu-west-1"}}});
-    let base = "/apis/outpost.dev/v1alpha1/namespaces/default";
-    for (plural, object) in [("apps", app), ("installs", install)] {
-        let reply = cp
-            .raw(
-                Some(&cp.admin_token),
-                "POST",
-                &format!("{base}/{plural}"),
-                &json,
-                object.to_string(),
-            )
-            .await;
-        assert_eq!(reply.status, 201, "creating {plural}: {}", reply.text);
-    }
-    cp.mint_runner_token(&format!("default/{INSTALL}"))
-}
 
 /// Starts `outpost-runner` for install `acme` with the runner token.
 fn start_runner(cp: &ControlPlane, token: &str, state: &Path) -> Process {
-    let child = Command::new(runner_binary())
-        .args(["--server", &cp.url, "--certificate-authority"])
-        .arg(&cp.tls.ca)
-        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
-        .arg(state)
-        .args(["--bwrap", "bwrap", "--heartbeat-seconds", "1"])
-        .env("OUTPOST_RUNNER_TOKEN", token)
+    let child = runner_command(&cp.url, &cp.tls.ca, token, state)
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -65,75 +32,8 @@ fn start_runner(cp: &ControlPlane, token: &str, state: &Path) -> Process {
     Process::new(child)
 }
 
-/// Creates approved Plan `name`: a deploy of job component `counter` whose step appends
-/// `name` to `applies.log` in the work dir, then takes a moment (a window to be killed in).
-async fn approved_job_plan(plans: &Api<Plan>, name: &str) {
-    let script = format!("echo {name} >> \"$OUTPOST_WORK_DIR/applies.log\"; sleep 0.05");
-    let desired = json!({"app": "shop", "type": "job",
-                         "job": {"image": "none", "command": ["/bin/sh", "-c", script]}});
-    let hash = outpost_api::content_hash(&desired);
-    let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
-        "spec": {"install": INSTALL, "operation": "deploy",
-                 "entity": {"kind": "component", "name": "counter"},
-                 "desiredState": desired, "contentHash": hash}});
-    plans
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(plan).unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = json!({"status": {
-        "phase": "Approved",
-        "role": {"name": "acme-maintenance", "level": "default"},
-        "approval": {"by": "test", "at": Time(jiff::Timestamp::now()), "contentHash": hash},
-    }});
-    plans
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .unwrap();
-}
-
 fn phase(plan: &Plan) -> Option<PlanPhase> {
     plan.status.as_ref().and_then(|s| s.phase)
-}
-
-/// How many times each Plan's step ran, from the lines it appended.
-fn step_runs(state: &Path) -> BTreeMap<String, usize> {
-    let log = state.join("work/component-counter/job/applies.log");
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut counts = BTreeMap::new();
-    for line in text.lines() {
-        *counts.entry(line.to_owned()).or_default() += 1;
-    }
-    counts
-}
-
-/// `outpost audit verify` as the admin: (exit code, output).
-fn audit_verify(cp: &ControlPlane) -> (i32, String) {
-    let output = Command::new(outpost_binary())
-        .args([
-            "audit",
-            "verify",
-            &format!("default/{INSTALL}"),
-            "--kubeconfig",
-        ])
-        .arg(cp.kubeconfig(&cp.admin_token))
-        .output()
-        .expect("outpost audit verify runs");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr),
-    )
-}
-
-fn local_events(state: &Path) -> usize {
-    std::fs::read_to_string(state.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

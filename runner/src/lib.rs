@@ -16,6 +16,7 @@ pub mod example_image;
 pub mod execute;
 pub mod executor;
 pub mod executors;
+pub mod failover;
 pub mod identity;
 pub mod journal;
 pub mod local_policy;

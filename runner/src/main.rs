@@ -14,9 +14,10 @@ use outpost_runner::{Executors, RunnerArgs};
 ///
 /// It listens on no port: it dials `--server`, registers its `Runner` (public key,
 /// capabilities), heartbeats, watches the install's Plans and takes approved ones one at
-/// a time. Its signing key, journal and audit log live in `--state-dir`; results and
-/// audit events are buffered there while the control plane is unreachable. Same flags
-/// as `outpost runner`.
+/// a time. Given several API server replicas (`--server A,B`), it uses one and moves to
+/// the next when that one fails, without running any Plan twice. Its signing key,
+/// journal and audit log live in `--state-dir`; results and audit events are buffered
+/// there while the control plane is unreachable. Same flags as `outpost runner`.
 #[derive(Parser)]
 #[command(name = "outpost-runner", version)]
 struct Cli {

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use crate::audit::{AuditLog, Subject};
 use crate::executors::Executors;
+use crate::failover::{Failover, Servers};
 use crate::identity::Identity;
 use crate::journal::Journal;
 use crate::secrets::{DirectorySecrets, NoSecrets, SecretSource, SecretsManagerSecrets};
@@ -82,20 +83,33 @@ impl Session {
     }
 }
 
-/// A client for `--server` with `--token` and `--certificate-authority`.
+/// A client for the `--server`s with `--token` and `--certificate-authority`. It uses one
+/// server at a time and moves to the next when that one fails ([`crate::failover`]).
 pub fn client(args: &RunnerArgs) -> anyhow::Result<kube_client::Client> {
-    let mut config = kube_client::Config::new(
-        args.server
-            .parse()
-            .with_context(|| format!("--server {:?} is not a URL", args.server))?,
-    );
-    config.auth_info.token = Some(args.token.clone().into());
-    config.default_namespace = args.install_ref().0.to_owned();
-    config.read_timeout = Some(Duration::from_secs(30));
-    if let Some(ca) = &args.certificate_authority {
-        config.root_cert = Some(vec![pem_to_der(ca)?]);
-    }
-    Ok(kube_client::Client::try_from(config)?)
+    let (namespace, install) = args.install_ref();
+    let runner = format!("{namespace}/{install}/{}", args.runner_name());
+    let first = crate::failover::first_server(&runner, args.server.len());
+    let servers = Arc::new(Servers::new(args.server.clone(), first));
+    let root_cert = args
+        .certificate_authority
+        .as_deref()
+        .map(pem_to_der)
+        .transpose()?;
+    let namespace = namespace.to_owned();
+    // With one server, kube's own retry of 429/503/504 on that server stays as it was;
+    // with several, a 503 moves to the next server and the caller's backoff retries.
+    let retry_in_place = servers.len() == 1;
+    let failover = Failover::new(servers.clone(), |url| {
+        let mut config = kube_client::Config::new(url.clone());
+        config.auth_info.token = Some(args.token.clone().into());
+        config.default_namespace = namespace.clone();
+        config.read_timeout = Some(Duration::from_secs(30));
+        config.root_cert = root_cert.clone().map(|der| vec![der]);
+        config.default_retry = retry_in_place;
+        kube_client::Client::try_from(config)
+    })?;
+    tracing::info!(server = %servers.url(servers.current()), servers = servers.len(), "using API server");
+    Ok(kube_client::Client::new(failover, namespace))
 }
 
 fn pem_to_der(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -184,6 +198,11 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
             .for_each(move |event| {
                 match event {
                     Ok(_) => session.plans_changed.notify_one(),
+                    // A server the runner moved to may not have the history the watch
+                    // would resume from: the watcher lists the Plans again.
+                    Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                        tracing::info!(reason = %status.message, "plan watch: 410 Gone; listing the Plans again");
+                    }
                     Err(e) => tracing::debug!(error = %e, "plan watch"),
                 }
                 std::future::ready(())

@@ -3,12 +3,20 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use http::Uri;
+
 /// How a runner is started: which control plane, which install, where it keeps state.
 #[derive(clap::Args, Clone, Debug)]
 pub struct RunnerArgs {
     /// URL of the Outpost API server (the runner dials out; it listens on no port).
-    #[arg(long)]
-    pub server: String,
+    ///
+    /// Several URLs, the flag repeated or comma-separated, name replicas of one control
+    /// plane: the runner uses one at a time (each runner starts at a place in the list
+    /// of its own, so a fleet spreads over the replicas) and moves to the next, round
+    /// robin after its usual backoff, when a call cannot connect, a server answers 503
+    /// or its watch breaks. A load balancer in front of the replicas is one URL.
+    #[arg(long, required = true, value_delimiter = ',', value_parser = server_url)]
+    pub server: Vec<Uri>,
     /// The runner's bearer token.
     #[arg(long, env = "OUTPOST_RUNNER_TOKEN", hide_env_values = true)]
     pub token: String,
@@ -79,5 +87,92 @@ impl RunnerArgs {
     /// Time between heartbeats.
     pub fn heartbeat(&self) -> Duration {
         Duration::from_secs(self.heartbeat_seconds.max(1))
+    }
+}
+
+/// Parses one `--server` URL: `https://HOST[:PORT][/PATH]` (or `http://`, for loopback
+/// tests; the API server itself refuses plain HTTP elsewhere).
+fn server_url(value: &str) -> Result<Uri, String> {
+    let url: Uri = value
+        .trim()
+        .parse()
+        .map_err(|e| format!("{value:?} is not a URL: {e}"))?;
+    match (url.scheme_str(), url.authority()) {
+        (Some("https" | "http"), Some(_)) => Ok(url),
+        _ => Err(format!("{value:?} is not an https:// URL of an API server")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        runner: RunnerArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunnerArgs, clap::Error> {
+        let base = [
+            "runner",
+            "--token",
+            "t",
+            "--install",
+            "default/acme",
+            "--state-dir",
+            "s",
+        ];
+        Cli::try_parse_from(base.iter().chain(args)).map(|cli| cli.runner)
+    }
+
+    fn servers(args: &[&str]) -> Vec<String> {
+        let parsed = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        parsed.server.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn one_url_is_one_server() {
+        assert_eq!(
+            servers(&["--server", "https://outpost.example.com"]),
+            ["https://outpost.example.com/"]
+        );
+    }
+
+    #[test]
+    fn several_urls_come_repeated_or_comma_separated_in_order() {
+        assert_eq!(
+            servers(&[
+                "--server",
+                "https://a.example.com:6443,https://b.example.com",
+                "--server",
+                "https://127.0.0.1:8443",
+            ]),
+            [
+                "https://a.example.com:6443/",
+                "https://b.example.com/",
+                "https://127.0.0.1:8443/"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_or_malformed_url_is_refused_by_name() {
+        for (args, says) in [
+            (
+                &["--server", "https://a.example.com,"][..],
+                "\"\" is not a URL",
+            ),
+            (&["--server", "a.example.com"], "not an https:// URL"),
+            (&["--server", "ftp://a.example.com"], "not an https:// URL"),
+            (&["--server", "https://a b"], "is not a URL"),
+            (&[], "--server <SERVER>"),
+        ] {
+            let error = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} parsed"));
+            assert!(error.to_string().contains(says), "{args:?}: {error}");
+        }
     }
 }

@@ -94,54 +94,98 @@ fn subject(plan: &Plan) -> Subject {
     }
 }
 
+/// How often a Plan that changed under a claim but is still approved is claimed again at
+/// once, as stored now, before the worker goes back to its watched copy.
+const CLAIM_ROUNDS: usize = 3;
+
 /// Claims `plan` (or refuses it as stale) and executes it if the claim is won.
+///
+/// A claim whose answer never came (the API server died after committing it, or before)
+/// is sent again, with the same resourceVersion, until an answer comes — from this
+/// server or the next one: the store lets at most one of the two through, and a `409`
+/// is resolved by reading the Plan (claimed by this runner: the lost answer had won).
 async fn take(session: &Session, plan: &Plan) {
     let name = plan.name_any();
-    record(
-        session,
-        plan,
-        Stage::Claiming {
-            resource_version: plan.resource_version().unwrap_or_default(),
-        },
-    );
-    let stale = refusal(plan);
-    let attempt = match stale {
-        Some(reason) => refuse(&session.plans, plan, &session.name, reason).await,
-        None => claim(&session.plans, plan, &session.name).await,
-    };
-    match (attempt, stale) {
-        (Ok(Claim::Won(_)), Some(reason)) => {
-            session.audit(
-                AuditEventType::Refuse,
-                subject(plan),
-                json!({"reason": reason}),
-            );
-            record(session, plan, Stage::Reported);
-        }
-        (Ok(Claim::Won(claimed)), None) => {
-            record(session, plan, Stage::Claimed);
-            session.audit(AuditEventType::Claim, subject(plan), json!({}));
-            execute(session, *claimed, Resume::Claimed).await;
-        }
-        (Ok(Claim::Lost), _) => {
-            // Lost — unless an earlier attempt whose answer never came did win.
-            match get(session, &name).await {
-                Some(current) if ours(session, &current) && stale.is_none() => {
-                    record(session, &current, Stage::Claimed);
-                    session.audit(AuditEventType::Claim, subject(&current), json!({}));
-                    execute(session, current, Resume::Claimed).await;
-                }
-                Some(current) if phase(&current) == Some(PlanPhase::Approved) => {
-                    // Changed under us but still approved: look again.
-                }
-                _ => record(session, plan, Stage::Lost),
+    let uid = plan.uid();
+    let mut plan = plan.clone();
+    for _ in 0..CLAIM_ROUNDS {
+        record(
+            session,
+            &plan,
+            Stage::Claiming {
+                resource_version: plan.resource_version().unwrap_or_default(),
+            },
+        );
+        let stale = refusal(&plan);
+        let attempt = crate::retry::retry(usize::MAX, || async {
+            match stale {
+                Some(reason) => refuse(&session.plans, &plan, &session.name, reason).await,
+                None => claim(&session.plans, &plan, &session.name).await,
             }
+        })
+        .await;
+        let lost = match (attempt, stale) {
+            (Ok(Claim::Won(_)), Some(reason)) => {
+                refused(session, &plan, reason);
+                return;
+            }
+            (Ok(Claim::Won(claimed)), None) => {
+                record(session, &plan, Stage::Claimed);
+                session.audit(AuditEventType::Claim, subject(&plan), json!({}));
+                execute(session, *claimed, Resume::Claimed).await;
+                return;
+            }
+            (Ok(Claim::Lost), _) => get(session, &name).await,
+            (Err(e), _) => {
+                // Not transient (the server's answer, not its absence): the journal
+                // says `claiming`, and the worker tries again.
+                tracing::warn!(plan = %name, error = %e, "cannot claim; will retry");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return;
+            }
+        };
+        // Lost — unless an earlier attempt whose answer never came did win.
+        match (lost, stale) {
+            // Deleted, and the name taken by another Plan: that one is taken afresh.
+            (Some(current), _) if current.uid() != uid => {}
+            (Some(current), None) if ours(session, &current) => {
+                record(session, &current, Stage::Claimed);
+                session.audit(AuditEventType::Claim, subject(&current), json!({}));
+                execute(session, current, Resume::Claimed).await;
+                return;
+            }
+            (Some(current), Some(reason)) if refused_by_us(session, &current, reason) => {
+                refused(session, &current, reason);
+                return;
+            }
+            (Some(current), _) if phase(&current) == Some(PlanPhase::Approved) => {
+                // Changed under us but still approved: claim it as it is now.
+                plan = current;
+                continue;
+            }
+            _ => {}
         }
-        (Err(e), _) => {
-            tracing::warn!(plan = %name, error = %e, "cannot claim; will retry");
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        record(session, &plan, Stage::Lost);
+        return;
     }
+}
+
+/// Records that this runner's refusal of `plan` landed.
+fn refused(session: &Session, plan: &Plan, reason: &str) {
+    session.audit(
+        AuditEventType::Refuse,
+        subject(plan),
+        json!({"reason": reason}),
+    );
+    record(session, plan, Stage::Reported);
+}
+
+/// Whether the Plan was failed by this runner's refusal for `reason`.
+fn refused_by_us(session: &Session, plan: &Plan, reason: &str) -> bool {
+    let status = plan.status.as_ref();
+    phase(plan) == Some(PlanPhase::Failed)
+        && status.and_then(|s| s.claimed_by.as_deref()) == Some(session.name.as_str())
+        && status.and_then(|s| s.message.as_deref()) == Some(reason)
 }
 
 /// Whether the Plan is claimed by this runner and not finished.

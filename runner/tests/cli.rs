@@ -13,6 +13,10 @@ fn help_explains_the_runner_and_lists_the_flags_of_outpost_runner() {
     assert!(output.status.success(), "{help}");
     assert!(help.starts_with("Outpost's runner"), "{help}");
     assert!(help.contains("It listens on no port"), "{help}");
+    assert!(
+        help.contains("Several URLs, the flag repeated or comma-separated"),
+        "{help}"
+    );
     assert!(help.contains("Usage: outpost-runner [OPTIONS]"), "{help}");
     for flag in [
         "--server <SERVER>",

@@ -17,10 +17,12 @@ pub type RenderRoleName<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 /// What the control plane adds to the App and Install when rendering a stack.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackOptions {
-    /// URL the runner dials, for example `https://outpost.example.com`: the
-    /// default of the `ServerUrl` parameter. Must match
+    /// URLs the runner dials, for example `["https://outpost.example.com"]`: one (a
+    /// load balancer in front of the API server replicas) or each replica's, which the
+    /// runner fails over between. Comma-separated, they are the default of the
+    /// `ServerUrl` parameter. Each must match
     /// [`SERVER_URL_PATTERN`](super::SERVER_URL_PATTERN).
-    pub server_url: String,
+    pub server_urls: Vec<String>,
 }
 
 /// Why a stack cannot be rendered.
@@ -74,9 +76,11 @@ pub enum StackError {
         /// What claimed it again.
         second: String,
     },
-    /// `StackOptions::server_url` does not match
-    /// [`SERVER_URL_PATTERN`](super::SERVER_URL_PATTERN).
-    #[error("server url {0:?} must be an https URL without spaces, quotes or shell characters")]
+    /// A URL of `StackOptions::server_urls` does not match
+    /// [`SERVER_URL_PATTERN`](super::SERVER_URL_PATTERN), or there is none.
+    #[error(
+        "server url {0:?} must be an https URL without spaces, quotes, commas or shell characters"
+    )]
     ServerUrl(String),
 }
 
@@ -125,7 +129,8 @@ pub fn role_external_id(install: &Install) -> Result<String, StackError> {
 
 /// Renders the install stack of `install` (an Install of `app`): the
 /// CloudFormation template as JSON, the parameter values the control plane
-/// knows (`ServerUrl`; never the runner token or secret values), and as
+/// knows (`ServerUrl`, the server URLs comma-separated; never the runner token or
+/// secret values), and as
 /// `version` the template's [`content_hash`]. `render` renders each role
 /// name template for `install`; see [`RenderRoleName`].
 ///
@@ -146,7 +151,7 @@ pub fn role_external_id(install: &Install) -> Result<String, StackError> {
 /// # fn example(app: &outpost_api::App, install: &outpost_api::Install) {
 /// let id = install.metadata.uid.clone().unwrap_or_default();
 /// let render = |name: &str| Ok(name.replace("{{ install.id }}", &id));
-/// let options = StackOptions { server_url: "https://outpost.example.com".into() };
+/// let options = StackOptions { server_urls: vec!["https://outpost.example.com".into()] };
 /// let stack = render_install_stack(app, install, &options, &render).unwrap();
 /// println!("{} {}", stack.version, stack.template);
 /// # }
@@ -157,9 +162,7 @@ pub fn render_install_stack(
     options: &StackOptions,
     render: RenderRoleName<'_>,
 ) -> Result<InstallStackSpec, StackError> {
-    if !runner::is_safe_server_url(&options.server_url) {
-        return Err(StackError::ServerUrl(options.server_url.clone()));
-    }
+    let server_urls = runner::server_url_parameter(&options.server_urls)?;
     let name = install
         .metadata
         .name
@@ -174,7 +177,7 @@ pub fn render_install_stack(
 
     let mut stack = StackTemplate::default();
     let settings = app.spec.runner.clone().unwrap_or_default();
-    runner::add_parameters(&mut stack, options, &settings)?;
+    runner::add_parameters(&mut stack, &server_urls, &settings)?;
     let secret_refs: Vec<String> = app.spec.secrets.iter().map(secrets::secret_id).collect();
     let role_names =
         roles::add_roles(&mut stack, &context, app.spec.roles(), &secret_refs, render)?;
@@ -204,10 +207,7 @@ pub fn render_install_stack(
     );
     let template = stack.into_value(description, rules);
     let version = content_hash(&template);
-    let parameters = BTreeMap::from([(
-        runner::SERVER_URL_PARAMETER.to_owned(),
-        options.server_url.clone(),
-    )]);
+    let parameters = BTreeMap::from([(runner::SERVER_URL_PARAMETER.to_owned(), server_urls)]);
     Ok(InstallStackSpec {
         install: name.to_owned(),
         version,

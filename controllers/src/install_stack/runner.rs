@@ -1,7 +1,7 @@
 //! The runner VM: its parameters, instance role and profile, an egress-only
 //! security group and the instance that starts `outpost runner`.
 
-use super::render::{StackContext, StackError, StackOptions};
+use super::render::{StackContext, StackError};
 use super::stack_template::StackTemplate;
 use outpost_api::RunnerSettings;
 use serde_json::{Value, json};
@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 /// Where the runner keeps its state on the VM (`--state-dir`).
 pub const RUNNER_STATE_DIR: &str = "/var/lib/outpost";
 
-/// `AllowedPattern` of the `ServerUrl` parameter: an https URL of characters
-/// that need no quoting in a shell or a systemd unit.
-pub const SERVER_URL_PATTERN: &str = "^https://[A-Za-z0-9.:/_~%-]+$";
+/// `AllowedPattern` of the `ServerUrl` parameter: https URLs, comma-separated, of
+/// characters that need no quoting in a shell or a systemd unit.
+pub const SERVER_URL_PATTERN: &str = "^https://[A-Za-z0-9.:/_~%-]+(,https://[A-Za-z0-9.:/_~%-]+)*$";
 
 /// `AllowedPattern` of the `RunnerToken` parameter: base64 and URL-safe
 /// characters, which need no quoting in a shell or a systemd unit.
@@ -22,8 +22,18 @@ pub(super) const RUNNER_ROLE: &str = "RunnerInstanceRole";
 const GROUP: &str = "Runner";
 const DEFAULT_INSTANCE_TYPE: &str = "t3.small";
 
-/// Whether `url` matches [`SERVER_URL_PATTERN`].
-pub(super) fn is_safe_server_url(url: &str) -> bool {
+/// The `ServerUrl` parameter's value: `urls` comma-separated, each checked with
+/// [`is_safe_server_url`].
+pub(super) fn server_url_parameter(urls: &[String]) -> Result<String, StackError> {
+    match urls.iter().find(|url| !is_safe_server_url(url)) {
+        Some(unsafe_url) => Err(StackError::ServerUrl(unsafe_url.clone())),
+        None if urls.is_empty() => Err(StackError::ServerUrl(String::new())),
+        None => Ok(urls.join(",")),
+    }
+}
+
+/// Whether `url` is one URL of [`SERVER_URL_PATTERN`].
+fn is_safe_server_url(url: &str) -> bool {
     url.strip_prefix("https://").is_some_and(|rest| {
         !rest.is_empty()
             && rest
@@ -35,7 +45,7 @@ pub(super) fn is_safe_server_url(url: &str) -> bool {
 /// Adds the runner's parameters, first in the console.
 pub(super) fn add_parameters(
     stack: &mut StackTemplate,
-    options: &StackOptions,
+    server_urls: &str,
     settings: &RunnerSettings,
 ) -> Result<(), StackError> {
     let owner = "the runner";
@@ -48,9 +58,9 @@ pub(super) fn add_parameters(
             SERVER_URL_PARAMETER,
             json!({
                 "Type": "String",
-                "Default": options.server_url,
+                "Default": server_urls,
                 "AllowedPattern": SERVER_URL_PATTERN,
-                "Description": "URL of the vendor's Outpost control plane the runner dials",
+                "Description": "URL of the vendor's Outpost control plane the runner dials; several, comma-separated, for it to fail over between API server replicas",
             }),
         ),
         (

@@ -46,7 +46,7 @@ fn render_for(install: &Install) -> impl Fn(&str) -> Result<String, String> + us
 
 fn options() -> StackOptions {
     StackOptions {
-        server_url: "https://outpost.example.com".into(),
+        server_urls: vec!["https://outpost.example.com".into()],
     }
 }
 
@@ -609,16 +609,60 @@ fn clashing_names_are_errors() {
 #[test]
 fn unsafe_server_urls_are_refused() {
     let install = install();
-    for url in [
-        "http://outpost.example.com",
-        "https://x.example.com/$(reboot)",
-        "https://",
+    for (urls, refused) in [
+        (
+            &["http://outpost.example.com"][..],
+            "http://outpost.example.com",
+        ),
+        (
+            &["https://x.example.com/$(reboot)"],
+            "https://x.example.com/$(reboot)",
+        ),
+        (&["https://"], "https://"),
+        (
+            &["https://a.example.com", "https://b.example.com,reboot"],
+            "https://b.example.com,reboot",
+        ),
+        (&[], ""),
     ] {
         let options = StackOptions {
-            server_url: url.into(),
+            server_urls: urls.iter().map(|u| u.to_string()).collect(),
         };
         let result =
             render_install_stack(&example_app(), &install, &options, &render_for(&install));
-        assert_eq!(result.unwrap_err(), StackError::ServerUrl(url.into()));
+        assert_eq!(
+            result.unwrap_err(),
+            StackError::ServerUrl(refused.into()),
+            "{urls:?}"
+        );
     }
+}
+
+#[test]
+fn several_server_urls_reach_the_runner_comma_separated() {
+    let install = install();
+    let options = StackOptions {
+        server_urls: vec![
+            "https://outpost-0.example.com:6443".into(),
+            "https://outpost-1.example.com:6443".into(),
+        ],
+    };
+    let stack =
+        render_install_stack(&example_app(), &install, &options, &render_for(&install)).unwrap();
+    let both = "https://outpost-0.example.com:6443,https://outpost-1.example.com:6443";
+    let parameter = &stack.template["Parameters"]["ServerUrl"];
+    assert_eq!(parameter["Default"], both);
+    assert_eq!(parameter["AllowedPattern"], SERVER_URL_PATTERN);
+    assert_eq!(stack.parameters["ServerUrl"], both);
+    // The runner takes the list as it is: `--server A,B`.
+    let script = stack.template["Resources"]["RunnerInstance"]["Properties"]["UserData"]
+        ["Fn::Base64"]["Fn::Sub"]
+        .as_str()
+        .unwrap();
+    assert!(
+        script.contains("outpost runner --server ${ServerUrl} "),
+        "{script}"
+    );
+    // A new version: the customer's stack must be updated to reach the replicas.
+    assert_ne!(stack.version, render(&example_app()).unwrap().version);
 }

@@ -1,0 +1,130 @@
+//! Job Plans for the real runner's end-to-end tests: App `shop` and Install
+//! `default/acme` made as an admin would, the install's runner token, approved `job`
+//! Plans whose one step appends the Plan's name to `applies.log` in the job's work dir
+//! (the one host directory the sandbox may write, bound at the same path, so the file
+//! is read outside the sandbox to count how often each step really ran), and the
+//! checks those tests share.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
+use outpost_api::Plan;
+use serde_json::json;
+
+use crate::{ControlPlane, outpost_binary, runner_binary};
+
+/// The install the Plans are for.
+pub const INSTALL: &str = "acme";
+
+/// Creates App `shop` and Install `acme`, and mints the install's runner token with
+/// `outpost token`, as an admin would.
+pub async fn install_with_token(cp: &ControlPlane) -> String {
+    let json = [("content-type", "application/json")];
+    let app = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "App",
+        "metadata": {"name": "shop"},
+        "spec": {"permissions": {"roles": [{"name": "acme-maintenance", "type": "maintenance"}]}}});
+    let install = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
+        "metadata": {"name": INSTALL},
+        "spec": {"app": "shop", "cloud": {"provider": "aws", "accountId": "111122223333",
+                 "region": "eu-west-1"}}});
+    let base = "/apis/outpost.dev/v1alpha1/namespaces/default";
+    for (plural, object) in [("apps", app), ("installs", install)] {
+        let reply = cp
+            .raw(
+                Some(&cp.admin_token),
+                "POST",
+                &format!("{base}/{plural}"),
+                &json,
+                object.to_string(),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "creating {plural}: {}", reply.text);
+    }
+    cp.mint_runner_token(&format!("default/{INSTALL}"))
+}
+
+/// `outpost-runner` for install `acme` dialling `servers` (one URL, or several
+/// comma-separated) with `token`, trusting `ca`, its state in `state`, job steps under
+/// bubblewrap and a heartbeat every second. The caller sets its output and spawns it.
+pub fn runner_command(servers: &str, ca: &Path, token: &str, state: &Path) -> Command {
+    let mut command = Command::new(runner_binary());
+    command
+        .args(["--server", servers, "--certificate-authority"])
+        .arg(ca)
+        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
+        .arg(state)
+        .args(["--bwrap", "bwrap", "--heartbeat-seconds", "1"])
+        .env("OUTPOST_RUNNER_TOKEN", token);
+    command
+}
+
+/// Creates approved Plan `name`: a deploy of job component `counter` whose step appends
+/// `name` to `applies.log` in the work dir, then takes a moment (a window to be killed in).
+pub async fn approved_job_plan(plans: &Api<Plan>, name: &str) {
+    let script = format!("echo {name} >> \"$OUTPOST_WORK_DIR/applies.log\"; sleep 0.05");
+    let desired = json!({"app": "shop", "type": "job",
+                         "job": {"image": "none", "command": ["/bin/sh", "-c", script]}});
+    let hash = outpost_api::content_hash(&desired);
+    let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
+        "spec": {"install": INSTALL, "operation": "deploy",
+                 "entity": {"kind": "component", "name": "counter"},
+                 "desiredState": desired, "contentHash": hash}});
+    plans
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(plan).expect("a Plan"),
+        )
+        .await
+        .expect("the Plan is created");
+    let status = json!({"status": {
+        "phase": "Approved",
+        "role": {"name": "acme-maintenance", "level": "default"},
+        "approval": {"by": "test", "at": Time(jiff::Timestamp::now()), "contentHash": hash},
+    }});
+    plans
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("the Plan is approved");
+}
+
+/// How many times each Plan's step ran, from the lines it appended.
+pub fn step_runs(state: &Path) -> BTreeMap<String, usize> {
+    let log = state.join("work/component-counter/job/applies.log");
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        *counts.entry(line.to_owned()).or_default() += 1;
+    }
+    counts
+}
+
+/// `outpost audit verify default/acme` as the admin: (exit code, output).
+pub fn audit_verify(cp: &ControlPlane) -> (i32, String) {
+    let output = Command::new(outpost_binary())
+        .args([
+            "audit",
+            "verify",
+            &format!("default/{INSTALL}"),
+            "--kubeconfig",
+        ])
+        .arg(cp.kubeconfig(&cp.admin_token))
+        .output()
+        .expect("outpost audit verify runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr),
+    )
+}
+
+/// How many events the runner's local audit log in `state` holds.
+pub fn local_events(state: &Path) -> usize {
+    std::fs::read_to_string(state.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
