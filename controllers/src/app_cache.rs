@@ -9,7 +9,8 @@
 //! behind the API server; callers that must not act on an older release compare the
 //! [`Release::hash`] with what they expect (a Plan records its release).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
@@ -19,13 +20,13 @@ use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{Action, App, Component, OperationRole, Policy};
 
-use crate::AppObjects;
+use crate::{AppObjects, ComponentGraph, Cycle, Reference};
 
 /// How long a reconcile waits for the caches' first list before it retries later.
 const READY_WAIT: Duration = Duration::from_secs(5);
 
 /// An App and the objects that name it, as cached, sorted by name (as a List returns
-/// them).
+/// them), with what is computed once per release.
 #[derive(Clone, Debug)]
 pub struct Release {
     /// The App.
@@ -36,6 +37,13 @@ pub struct Release {
     pub actions: Vec<Action>,
     /// Its matrix rules.
     pub operation_roles: Vec<OperationRole>,
+    /// The release these objects make (as the App controller computes `status.release`).
+    pub hash: String,
+    /// The components' dependency graph, or the cycle that prevents one.
+    pub graph: Result<ComponentGraph, Cycle>,
+    /// What each component's templates refer to (`None`: a template does not parse),
+    /// and the sandbox's under the empty name.
+    references: HashMap<String, Option<Vec<Reference>>>,
 }
 
 impl Release {
@@ -49,16 +57,60 @@ impl Release {
         }
     }
 
-    /// The release these objects make (as the App controller computes `status.release`).
-    pub fn hash(&self) -> String {
-        crate::release_hash(
-            &self.app,
-            &self.components,
-            &self.actions,
-            &self.operation_roles,
-        )
+    fn new(
+        app: App,
+        components: Vec<Component>,
+        actions: Vec<Action>,
+        operation_roles: Vec<OperationRole>,
+    ) -> Release {
+        let hash = crate::release_hash(&app, &components, &actions, &operation_roles);
+        let graph = ComponentGraph::new(&components);
+        let mut references: HashMap<String, Option<Vec<Reference>>> = components
+            .iter()
+            .map(|c| {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                (name, references_in(&c.spec))
+            })
+            .collect();
+        references.insert(String::new(), references_in(&app.spec.sandbox));
+        Release {
+            app,
+            components,
+            actions,
+            operation_roles,
+            hash,
+            graph,
+            references,
+        }
+    }
+
+    /// What component `name`'s templates refer to; `None` if one does not parse (or
+    /// there is no such component).
+    pub fn component_references(&self, name: &str) -> Option<&[Reference]> {
+        self.references.get(name)?.as_deref()
+    }
+
+    /// What the sandbox's templates refer to; `None` if one does not parse.
+    pub fn sandbox_references(&self) -> Option<&[Reference]> {
+        self.references.get("")?.as_deref()
     }
 }
+
+/// Every reference of every template in `spec`, or `None` if one does not parse.
+fn references_in(spec: &impl serde::Serialize) -> Option<Vec<Reference>> {
+    let value = serde_json::to_value(spec).ok()?;
+    let mut all = Vec::new();
+    for (_, template) in crate::template::templates_in(&value) {
+        all.extend(crate::template::references(template).ok()?);
+    }
+    all.sort();
+    all.dedup();
+    Some(all)
+}
+
+/// What a release was built from: each object's kind, name and resourceVersion. The
+/// same fingerprint means the same release, so it is built once.
+type Fingerprint = Vec<(u8, String, String)>;
 
 /// The cached Apps, Components, Actions, OperationRoles and Policies.
 #[derive(Clone)]
@@ -68,6 +120,8 @@ pub struct AppCache {
     actions: Store<Action>,
     roles: Store<OperationRole>,
     policies: Store<Policy>,
+    /// The last release built per (namespace, app), with its fingerprint.
+    built: Arc<Mutex<HashMap<(String, String), (Fingerprint, Arc<Release>)>>>,
 }
 
 impl AppCache {
@@ -95,6 +149,7 @@ impl AppCache {
                 actions,
                 roles,
                 policies,
+                built: Arc::default(),
             },
             changes,
         )
@@ -118,15 +173,34 @@ impl AppCache {
         self.apps.get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// App `namespace/name` and the objects that name it.
-    pub fn release(&self, namespace: &str, name: &str) -> Option<Release> {
+    /// App `namespace/name` and the objects that name it, built once per release.
+    pub fn release(&self, namespace: &str, name: &str) -> Option<Arc<Release>> {
         let app = self.app(namespace, name)?;
-        Some(Release {
-            app: App::clone(&app),
-            components: of_app(&self.components, namespace, name, |c| &c.spec.app),
-            actions: of_app(&self.actions, namespace, name, |a| &a.spec.app),
-            operation_roles: of_app(&self.roles, namespace, name, |r| &r.spec.app),
-        })
+        let components = of_app(&self.components, namespace, name, |c| &c.spec.app);
+        let actions = of_app(&self.actions, namespace, name, |a| &a.spec.app);
+        let roles = of_app(&self.roles, namespace, name, |r| &r.spec.app);
+        let fingerprint: Fingerprint = std::iter::once(fingerprint_of(0, &*app))
+            .chain(components.iter().map(|c| fingerprint_of(1, &**c)))
+            .chain(actions.iter().map(|a| fingerprint_of(2, &**a)))
+            .chain(roles.iter().map(|r| fingerprint_of(3, &**r)))
+            .collect();
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some((built_from, release)) = self.built.lock().expect("not poisoned").get(&key)
+            && *built_from == fingerprint
+        {
+            return Some(release.clone());
+        }
+        let release = Arc::new(Release::new(
+            App::clone(&app),
+            components.iter().map(|c| Component::clone(c)).collect(),
+            actions.iter().map(|a| Action::clone(a)).collect(),
+            roles.iter().map(|r| OperationRole::clone(r)).collect(),
+        ));
+        self.built
+            .lock()
+            .expect("not poisoned")
+            .insert(key, (fingerprint, release.clone()));
+        Some(release)
     }
 
     /// The Policies of `namespace`, sorted by name.
@@ -172,17 +246,30 @@ where
 }
 
 /// The objects of `store` in `namespace` whose app (`app_of`) is `app`, by name.
-fn of_app<K>(store: &Store<K>, namespace: &str, app: &str, app_of: impl Fn(&K) -> &String) -> Vec<K>
+fn of_app<K>(
+    store: &Store<K>,
+    namespace: &str,
+    app: &str,
+    app_of: impl Fn(&K) -> &String,
+) -> Vec<Arc<K>>
 where
     K: kube_client::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    let mut objects: Vec<K> = store
+    let mut objects: Vec<Arc<K>> = store
         .state()
-        .iter()
+        .into_iter()
         .filter(|o| o.meta().namespace.as_deref() == Some(namespace) && app_of(o) == app)
-        .map(|o| K::clone(o))
         .collect();
     objects.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
     objects
+}
+
+fn fingerprint_of<K: kube_client::Resource>(kind: u8, object: &K) -> (u8, String, String) {
+    let meta = object.meta();
+    (
+        kind,
+        meta.name.clone().unwrap_or_default(),
+        meta.resource_version.clone().unwrap_or_default(),
+    )
 }

@@ -29,6 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
+use kube_client::runtime::{WatchStreamExt as _, reflector, watcher};
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
     Action as AppAction, App, ComponentPhase, ComponentState, DriftReport, EntityKind, EntityRef,
@@ -37,14 +38,15 @@ use outpost_api::{
 };
 use serde_json::{Value, json};
 
-use crate::app_cache::{AppCache, Release};
+use crate::app_cache::AppCache;
 use crate::graph::ComponentGraph;
-use crate::kubernetes_secrets::with_kubernetes_secrets;
 use crate::maintenance::{is_maintenance, is_open};
 use crate::plan_index::{InstallIndex, PlanIndex};
-use crate::template::{InstallOutputs, TemplateContext};
+use crate::template::InstallOutputs;
+use rendering::{Renderer, Renders};
 
 mod component_pins;
+mod rendering;
 
 pub use component_pins::COMPONENTS_HELD;
 
@@ -75,6 +77,7 @@ struct Context {
     drift: Arc<InstallIndex<DriftReport>>,
     apps: AppCache,
     written: WrittenStatus,
+    renders: Renders,
 }
 
 /// Runs the Install controller until the stream ends.
@@ -89,8 +92,17 @@ pub async fn run(client: Client) {
         drift: drift.clone(),
         apps,
         written: WrittenStatus::default(),
+        renders: Renders::default(),
     });
-    Controller::new(Api::<Install>::all(client.clone()), crate::watch_config())
+    // An Install's own status (this controller's writes, the runner token's hash) changes
+    // nothing it decides: only its spec, deletion and finalizers do.
+    let (installs, installs_writer) = reflector::store();
+    let install_events = watcher(Api::<Install>::all(client.clone()), crate::watch_config())
+        .default_backoff()
+        .reflect(installs_writer)
+        .applied_objects()
+        .predicate_filter(spec_or_lifecycle, Default::default());
+    Controller::for_stream(install_events, installs)
         .reconcile_on(plans.watch(client.clone()))
         // A component's drift shows in the Install status as its DriftReport changes.
         .reconcile_on(drift.watch(client))
@@ -126,6 +138,21 @@ async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, I
     })
 }
 
+/// What of an Install makes the controller look at it again: its spec (generation),
+/// deletion and finalizers.
+fn spec_or_lifecycle(install: &Install) -> Option<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    install.metadata.generation.hash(&mut hasher);
+    install
+        .metadata
+        .deletion_timestamp
+        .is_some()
+        .hash(&mut hasher);
+    install.metadata.finalizers.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// One step towards the install's desired state: the Plan it needs.
 struct Step {
     name: String,
@@ -159,14 +186,11 @@ async fn converge(
     // records a change a moment after it is made, and rendering the new objects under the
     // old release's name would move a pinned install, and leave an unpinned one's status
     // (and `{{ app.release }}` in what it renders) at the old release for good.
-    let live = release.hash();
-    let Release {
-        mut app,
-        components,
-        actions,
-        ..
-    } = release;
-    let pins = component_pins::ComponentPins::of(install, &live, &components, &plans, deleting);
+    let live = release.hash.clone();
+    let mut app = release.app.clone();
+    let components = &release.components;
+    let actions = release.actions.clone();
+    let pins = component_pins::ComponentPins::of(install, &live, components, &plans, deleting);
     if let Some(pinned) = &install.spec.release
         && !deleting
         && live != *pinned
@@ -176,7 +200,7 @@ async fn converge(
         return Ok(Action::requeue(Duration::from_secs(300)));
     }
     app.status.get_or_insert_default().release = Some(live);
-    let Ok(graph) = ComponentGraph::new(&components) else {
+    let Ok(graph) = &release.graph else {
         set_status(install, ctx, InstallPhase::Degraded, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
     };
@@ -189,6 +213,7 @@ async fn converge(
             .collect::<String>()
     };
 
+    let renderer = Renderer::new(&ctx.renders, &app, install, &outputs, &release);
     let mut all_rendered = true;
     let steps: Vec<Step> = if deleting {
         let mut steps = Vec::new();
@@ -226,18 +251,10 @@ async fn converge(
         });
         steps
     } else {
-        let context = TemplateContext::new(&app, install, &outputs);
         // The sandbox's desired state is its rendered definition: only inputs it uses
         // re-provision it.
-        let sandbox_spec = serde_json::to_value(&app.spec.sandbox).unwrap_or_default();
-        let sandbox_desired = match &context {
-            Ok(context) => context.render_value(&sandbox_spec).unwrap_or(sandbox_spec),
-            Err(_) => sandbox_spec,
-        };
-        let sandbox = format!(
-            "{name}-provision-{}",
-            short(&content_hash(&sandbox_desired))
-        );
+        let (sandbox_desired, sandbox_hash) = renderer.sandbox();
+        let sandbox = format!("{name}-provision-{}", short(&sandbox_hash));
         let provisioned_before = plans.values().any(|p| {
             p.spec.entity.kind == EntityKind::Sandbox
                 && matches!(
@@ -264,28 +281,20 @@ async fn converge(
         let mut keys: BTreeMap<String, String> = BTreeMap::new();
         let mut step_names: BTreeMap<String, String> = BTreeMap::new();
         for component in graph.deploy_order() {
-            let spec = components
-                .iter()
-                .find(|c| c.name_any() == *component)
-                .map(|c| &c.spec);
+            let Some(object) = components.iter().find(|c| c.name_any() == *component) else {
+                all_rendered = false;
+                break;
+            };
             let deps: Vec<String> = graph
                 .dependencies_of(component)
                 .map(str::to_owned)
                 .collect();
+            let dep_keys: Vec<&String> = deps.iter().filter_map(|d| keys.get(d)).collect();
             // Rendering needs the dependencies' outputs: until they are deployed, wait.
-            let rendered = match (&context, spec) {
-                (Ok(context), Some(spec)) => context
-                    .render_value(&serde_json::to_value(spec).unwrap_or_default())
-                    .ok()
-                    .map(|rendered| with_kubernetes_secrets(&app, rendered)),
-                _ => None,
-            };
-            let Some(rendered) = rendered else {
+            let Some((rendered, key)) = renderer.component(object, &dep_keys) else {
                 all_rendered = false;
                 break;
             };
-            let dep_keys: Vec<&String> = deps.iter().filter_map(|d| keys.get(d)).collect();
-            let key = content_hash(&json!({"state": rendered, "dependencies": dep_keys}));
             keys.insert(component.clone(), key.clone());
             let step = format!("{name}-deploy-{component}-{}", short(&key));
             step_names.insert(component.clone(), step.clone());
@@ -305,8 +314,7 @@ async fn converge(
         steps
     };
 
-    let context = TemplateContext::new(&app, install, &outputs).ok();
-    let steps = with_triggers(steps, &actions, context.as_ref());
+    let steps = with_triggers(steps, &actions, &renderer);
     let steps = component_pins::select(pins.as_ref(), steps, &plans);
     let actions = component_pins::actions(pins.as_ref(), actions);
 
@@ -351,13 +359,7 @@ async fn converge(
         tracing::info!(install = %name, plan = %step, "held until the next maintenance window");
     }
     requested_plans(
-        install,
-        &app,
-        &steps,
-        &actions,
-        context.as_ref(),
-        &plans_api,
-        index,
+        install, &app, &steps, &actions, &renderer, &plans_api, index,
     )
     .await?;
     let done = !blocked && failed.is_none() && all_rendered;
@@ -375,6 +377,7 @@ async fn converge(
         // makes the controller look again soon).
         return if done {
             ctx.written.forget(install);
+            ctx.renders.forget(install);
             Ok(Action::await_change())
         } else {
             Err(InstallError::Finalizer(
@@ -411,7 +414,7 @@ async fn converge(
                 let step = trigger_step(
                     &format!("{prefix}{}", time.as_second()),
                     action,
-                    context.as_ref(),
+                    &renderer,
                     vec![],
                 );
                 if window_open {
@@ -487,7 +490,7 @@ async fn requested_plans(
     app: &App,
     steps: &[Step],
     actions: &[AppAction],
-    context: Option<&TemplateContext>,
+    renderer: &Renderer<'_>,
     api: &Api<Plan>,
     index: &PlanIndex,
 ) -> Result<(), InstallError> {
@@ -512,7 +515,7 @@ async fn requested_plans(
             Operation::Trigger => actions
                 .iter()
                 .find(|a| a.name_any() == request.name)
-                .map(|action| trigger_step(&plan, action, context, vec![])),
+                .map(|action| trigger_step(&plan, action, renderer, vec![])),
             _ => None,
         };
         let Some(step) = step else { continue };
@@ -551,7 +554,7 @@ fn hooks(step: &Step) -> Option<(TriggerKind, TriggerKind)> {
 fn trigger_step(
     name: &str,
     action: &AppAction,
-    context: Option<&TemplateContext>,
+    renderer: &Renderer<'_>,
     waits_for: Vec<String>,
 ) -> Step {
     let spec = serde_json::to_value(&action.spec).unwrap_or_default();
@@ -562,7 +565,8 @@ fn trigger_step(
             kind: EntityKind::Action,
             name: action.name_any(),
         },
-        desired: context
+        desired: renderer
+            .context()
             .and_then(|c| c.render_value(&spec).ok())
             .unwrap_or(spec),
         waits_for,
@@ -571,11 +575,7 @@ fn trigger_step(
 
 /// Adds `trigger` Plans for the actions hooked to each step: a pre-hook runs first and
 /// the step waits for it; a post-hook runs once the step succeeded.
-fn with_triggers(
-    steps: Vec<Step>,
-    actions: &[AppAction],
-    context: Option<&TemplateContext>,
-) -> Vec<Step> {
+fn with_triggers(steps: Vec<Step>, actions: &[AppAction], renderer: &Renderer<'_>) -> Vec<Step> {
     let mut out = Vec::with_capacity(steps.len());
     for mut step in steps {
         let Some((pre, post)) = hooks(&step) else {
@@ -596,19 +596,8 @@ fn with_triggers(
                 .collect()
         };
         let trigger = |action: &AppAction, when: &str, waits_for: Vec<String>| {
-            let spec = serde_json::to_value(&action.spec).unwrap_or_default();
-            Step {
-                name: format!("{}-{when}-{}", step.name, action.name_any()),
-                operation: Operation::Trigger,
-                entity: EntityRef {
-                    kind: EntityKind::Action,
-                    name: action.name_any(),
-                },
-                desired: context
-                    .and_then(|c| c.render_value(&spec).ok())
-                    .unwrap_or(spec),
-                waits_for,
-            }
+            let name = format!("{}-{when}-{}", step.name, action.name_any());
+            trigger_step(&name, action, renderer, waits_for)
         };
         let pre_steps: Vec<Step> = hooked(pre)
             .into_iter()

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use kube_client::api::{Api, Patch, PatchParams};
 use kube_client::runtime::controller::{Action, Controller};
+use kube_client::runtime::reflector::ObjectRef;
 use kube_client::runtime::{Predicate as _, WatchStreamExt as _, predicates, reflector, watcher};
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{App, Install, InstallStack};
@@ -27,6 +28,8 @@ pub enum StackControllerError {
 struct Context {
     client: Client,
     options: StackOptions,
+    apps: reflector::Store<App>,
+    stacks: reflector::Store<InstallStack>,
 }
 
 /// The field manager of rendered stacks.
@@ -34,17 +37,15 @@ pub const MANAGER: &str = "outpost-install-stack";
 
 /// Runs the InstallStack controller until the stream ends.
 pub async fn run(client: Client, options: StackOptions) {
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        options,
-    });
-    // Any App change re-renders every install's stack (rendering is cheap, and
-    // server-side apply makes an unchanged stack a no-op).
+    // A change to an App's spec re-renders every install's stack; its status (the
+    // release the App controller records) does not enter the stack.
+    let (apps, apps_writer) = reflector::store();
     let app_changes = watcher::watcher(Api::<App>::all(client.clone()), crate::watch_config())
         .default_backoff()
-        .filter_map(
-            |event| async move { matches!(event, Ok(watcher::Event::Apply(_))).then_some(()) },
-        );
+        .reflect(apps_writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default())
+        .filter_map(|app| async move { app.is_ok().then_some(()) });
     // Only spec and label changes of an Install change its stack: the install
     // controller's many status updates must not re-render it each time.
     let (reader, writer) = reflector::store();
@@ -56,8 +57,24 @@ pub async fn run(client: Client, options: StackOptions) {
             predicates::generation.combine(predicates::labels),
             Default::default(),
         );
+    // The stacks as stored: one that is already what would be applied is not applied
+    // again (a server-side apply of an unchanged stack costs the server a full merge).
+    let (stacks, stacks_writer) = reflector::store();
+    let stack_events = watcher::watcher(
+        Api::<InstallStack>::all(client.clone()),
+        crate::watch_config(),
+    )
+    .default_backoff()
+    .reflect(stacks_writer)
+    .applied_objects();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        options,
+        apps,
+        stacks,
+    });
     Controller::for_stream(installs, reader)
-        .owns(Api::<InstallStack>::all(client), crate::watch_config())
+        .owns_stream(stack_events)
         .reconcile_all_on(app_changes)
         .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)
@@ -78,9 +95,10 @@ async fn reconcile(
     if install.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let Some(app) = Api::<App>::namespaced(ctx.client.clone(), &namespace)
-        .get_opt(&install.spec.app)
-        .await?
+    let _ = tokio::time::timeout(Duration::from_secs(5), ctx.apps.wait_until_ready()).await;
+    let Some(app) = ctx
+        .apps
+        .get(&ObjectRef::new(&install.spec.app).within(&namespace))
     else {
         tracing::info!(install = %name, app = %install.spec.app, "no such app yet; no stack");
         return Ok(Action::requeue(Duration::from_secs(30)));
@@ -103,6 +121,14 @@ async fn reconcile(
     let owner = install
         .controller_owner_ref(&())
         .expect("a stored Install has a name and uid");
+    let stored = ctx.stacks.get(&ObjectRef::new(&name).within(&namespace));
+    if stored.is_some_and(|stored| {
+        serde_json::to_value(&stored.spec).ok() == serde_json::to_value(&spec).ok()
+            && stored.owner_references().contains(&owner)
+            && stored.labels().get("outpost.dev/install") == Some(&name)
+    }) {
+        return Ok(Action::requeue(Duration::from_secs(300)));
+    }
     let stack = json!({
         "apiVersion": "outpost.dev/v1alpha1",
         "kind": "InstallStack",

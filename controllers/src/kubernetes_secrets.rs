@@ -43,6 +43,15 @@ pub fn with_kubernetes_secrets(app: &App, rendered: Value) -> Value {
 /// The Secret targets of the App that `rendered`'s manifest references, in the App's
 /// order.
 pub fn targets(app: &App, rendered: &Value) -> Vec<Value> {
+    // Most Apps have no Secret targets: then the manifest need not be parsed.
+    if !app
+        .spec
+        .secrets
+        .iter()
+        .any(|s| s.kubernetes_secret.is_some())
+    {
+        return Vec::new();
+    }
     let manifest_type = serde_json::to_value(ComponentType::KubernetesManifest).ok();
     if rendered.get("type") != manifest_type.as_ref() {
         return Vec::new();

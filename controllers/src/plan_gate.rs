@@ -131,7 +131,7 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
         .spec
         .release
         .as_ref()
-        .is_some_and(|r| *r != release.hash())
+        .is_some_and(|r| *r != release.hash)
         && young(plan)
     {
         // Made from objects the caches have not seen yet.

@@ -7,6 +7,9 @@
 //! install per change. The index is fed by the same stream that triggers reconciles, so
 //! a reconcile caused by an event always sees that event.
 //!
+//! Only changes that can change what the controller does trigger a reconcile
+//! ([`Indexed::concerns_install`]): a Plan's gating, approval and claim do not.
+//!
 //! What the controller never reads is dropped as objects come in (a Plan's rendered
 //! desired state and every object's managed fields): the index holds every Plan of the
 //! fleet, and those are most of a Plan's size.
@@ -20,7 +23,7 @@ use kube_client::api::Api;
 use kube_client::runtime::reflector::ObjectRef;
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, Resource, ResourceExt as _};
-use outpost_api::{DriftReport, Install, Plan};
+use outpost_api::{DriftReport, Install, Plan, PlanPhase};
 
 use crate::install_controller::INSTALL_LABEL;
 
@@ -41,12 +44,37 @@ pub trait Indexed:
     fn trim(&mut self) {
         self.meta_mut().managed_fields = None;
     }
+
+    /// Whether the change from `before` (as indexed, `None` if unknown) to `after` can
+    /// change what the install's controller does, so that it must look again.
+    fn concerns_install(before: Option<&Self>, after: &Self) -> bool {
+        let _ = (before, after);
+        true
+    }
 }
 
 impl Indexed for Plan {
     fn trim(&mut self) {
         self.metadata.managed_fields = None;
         self.spec.desired_state = None;
+    }
+
+    /// A Plan the controller did not know of, or one that finished (it may unblock the
+    /// next step, or fail the install). Gating, approval, a claim and the runner's
+    /// progress change nothing the controller decides or shows: the component stays
+    /// Deploying until the Plan finishes.
+    fn concerns_install(before: Option<&Self>, after: &Self) -> bool {
+        let phase = |plan: &Plan| plan.status.as_ref().and_then(|s| s.phase);
+        match before {
+            None => true,
+            Some(before) => {
+                phase(before) != phase(after)
+                    && matches!(
+                        phase(after),
+                        Some(PlanPhase::Succeeded | PlanPhase::Failed | PlanPhase::Denied)
+                    )
+            }
+        }
     }
 }
 
@@ -158,13 +186,18 @@ impl<K: Indexed> InstallIndex<K> {
                     return vec![];
                 };
                 let target = ObjectRef::new(&key.1).within(&key.0);
-                self.objects
+                let before = self
+                    .objects
                     .write()
                     .expect("not poisoned")
                     .entry(key)
                     .or_default()
-                    .insert(object.name_any(), Arc::new(object));
-                vec![target]
+                    .insert(object.name_any(), Arc::new(object.clone()));
+                if K::concerns_install(before.as_deref(), &object) {
+                    vec![target]
+                } else {
+                    vec![]
+                }
             }
             watcher::Event::Delete(object) => {
                 let Some(key) = key_of(&object) else {

@@ -88,9 +88,8 @@ pub fn server_side_apply(
     force: bool,
     now: &str,
 ) -> Result<Value, ApplyConflict> {
-    let live = existing
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Map::new()));
+    let nothing = Value::Object(Map::new());
+    let live = existing.unwrap_or(&nothing);
     let applier = Manager {
         name: field_manager.to_owned(),
         operation: APPLY.to_owned(),
@@ -176,16 +175,15 @@ pub fn record_update(
     operation: &str,
     now: &str,
 ) {
-    let live = existing
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Map::new()));
+    let nothing = Value::Object(Map::new());
+    let live = existing.unwrap_or(&nothing);
     let reset = updated
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .is_some_and(|list| list.len() == 1 && list[0].as_object().is_some_and(Map::is_empty));
     let from_request = decode_managed_fields(updated);
     let mut entries = if from_request.is_empty() {
-        decode_managed_fields(&live)
+        decode_managed_fields(live)
     } else {
         from_request
     };
@@ -196,10 +194,10 @@ pub fn record_update(
     let updater = Manager {
         name: field_manager.to_owned(),
         operation: operation.to_owned(),
-        api_version: api_version(updated, &live),
+        api_version: api_version(updated, live),
         subresource: String::new(),
     };
-    let diff = Diff::between(&live, updated);
+    let diff = Diff::between(live, updated);
     let changed = diff.added.union(&diff.modified);
     let taken = changed.union(&diff.removed);
     let mut own = FieldSet::default();
@@ -343,69 +341,113 @@ struct Diff {
 impl Diff {
     fn between(old: &Value, new: &Value) -> Diff {
         let mut diff = Diff::default();
-        diff.children(&FieldPath::default(), &strip_meta(old), &strip_meta(new));
+        let empty = Map::new();
+        diff.children(
+            &FieldPath::default(),
+            old.as_object().unwrap_or(&empty),
+            new.as_object().unwrap_or(&empty),
+            true,
+        );
         diff.added = strip_server_fields(&diff.added);
         diff.modified = strip_server_fields(&diff.modified);
         diff.removed = strip_server_fields(&diff.removed);
         diff
     }
 
-    fn children(&mut self, path: &FieldPath, old: &Value, new: &Value) {
-        let empty = Map::new();
-        let old_map = old.as_object().unwrap_or(&empty);
-        let new_map = new.as_object().unwrap_or(&empty);
-        for key in old_map
+    /// Compares two objects field by field; at the top (`root`), `metadata` is compared
+    /// without its `managedFields`, which no manager owns.
+    fn children(
+        &mut self,
+        path: &FieldPath,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+        root: bool,
+    ) {
+        for key in old
             .keys()
-            .chain(new_map.keys().filter(|k| !old_map.contains_key(*k)))
+            .chain(new.keys().filter(|k| !old.contains_key(*k)))
         {
             let child = path.child(PathElement::Field(key.clone()));
-            self.compare(&child, old_map.get(key), new_map.get(key));
+            let (before, after) = (old.get(key), new.get(key));
+            if root
+                && key == "metadata"
+                && let (Some(Value::Object(before)), Some(Value::Object(after))) = (before, after)
+            {
+                let without = |meta: &Map<String, Value>| {
+                    let mut meta = meta.clone();
+                    meta.remove("managedFields");
+                    meta
+                };
+                let (before, after) = (without(before), without(after));
+                self.compare(
+                    &child,
+                    Some(&Value::Object(before)),
+                    Some(&Value::Object(after)),
+                );
+                continue;
+            }
+            self.compare(&child, before, after);
         }
     }
 
     fn compare(&mut self, path: &FieldPath, old: Option<&Value>, new: Option<&Value>) {
         match (old, new) {
             (None, None) => {}
+            // Nothing under an unchanged field changed: most of an object, mostly.
+            (Some(old), Some(new)) if old == new => {}
             (None, Some(new)) => {
-                self.added.insert(path.clone());
-                self.added = self.added.union(&subtree(path, new));
+                self.added.0.insert(path.clone());
+                self.added.0.extend(subtree(path, new).0);
             }
             (Some(old), None) => {
-                self.removed.insert(path.clone());
-                self.removed = self.removed.union(&subtree(path, old));
+                self.removed.0.insert(path.clone());
+                self.removed.0.extend(subtree(path, old).0);
             }
             (Some(Value::Object(o)), Some(Value::Object(n))) if !(o.is_empty() && n.is_empty()) => {
-                self.children(path, &Value::Object(o.clone()), &Value::Object(n.clone()));
+                self.children(path, o, n, false);
             }
             (Some(Value::Array(o)), Some(Value::Array(n))) => {
                 let shape = ListShape::of(path, o.iter().chain(n));
                 if shape == ListShape::Atomic {
-                    if o != n {
-                        self.modified.insert(path.clone());
-                    }
+                    self.modified.0.insert(path.clone());
                     return;
                 }
-                let find = |items: &[Value], element: &Option<PathElement>| {
-                    items.iter().find(|i| &shape.element(i) == element).cloned()
-                };
-                for item in o
-                    .iter()
-                    .chain(n.iter().filter(|i| find(o, &shape.element(i)).is_none()))
-                {
+                fn find<'a>(
+                    shape: &ListShape,
+                    items: &'a [Value],
+                    element: &Option<PathElement>,
+                ) -> Option<&'a Value> {
+                    items.iter().find(|i| &shape.element(i) == element)
+                }
+                for item in o.iter().chain(
+                    n.iter()
+                        .filter(|i| find(&shape, o, &shape.element(i)).is_none()),
+                ) {
                     let element = shape.element(item);
                     let Some(el) = element.clone() else { continue };
-                    let (before, after) = (find(o, &element), find(n, &element));
+                    let (before, after) = (find(&shape, o, &element), find(&shape, n, &element));
                     let item_path = path.child(el);
-                    match (&before, &after) {
-                        (Some(b), Some(a)) => self.children(&item_path, b, a),
-                        _ => self.compare(&item_path, before.as_ref(), after.as_ref()),
+                    match (before, after) {
+                        (Some(Value::Object(b)), Some(Value::Object(a))) => {
+                            if b != a {
+                                self.children(&item_path, b, a, false);
+                            }
+                        }
+                        (Some(b), Some(a)) => {
+                            let empty = Map::new();
+                            self.children(
+                                &item_path,
+                                b.as_object().unwrap_or(&empty),
+                                a.as_object().unwrap_or(&empty),
+                                false,
+                            );
+                        }
+                        _ => self.compare(&item_path, before, after),
                     }
                 }
             }
-            (Some(old), Some(new)) => {
-                if old != new {
-                    self.modified.insert(path.clone());
-                }
+            (Some(_), Some(_)) => {
+                self.modified.0.insert(path.clone());
             }
         }
     }
