@@ -30,6 +30,14 @@ pub struct ServerArgs {
     /// Revisions of history the embedded store keeps for watches and paged reads.
     #[arg(long, default_value_t = EmbeddedOptions::default().history)]
     embedded_history: i64,
+    /// MiB of the embedded store's file kept in memory (reads are answered from the
+    /// watch caches; this serves writes).
+    #[arg(long, default_value_t = EmbeddedOptions::default().cache_bytes >> 20)]
+    embedded_cache_mib: usize,
+    /// Changes kept per resource type for watches that resume from an older
+    /// resourceVersion (older ones get 410 Gone and relist).
+    #[arg(long, default_value_t = 10_000)]
+    watch_window: usize,
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 10)]
     watch_bookmark_seconds: u64,
@@ -60,6 +68,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .store
         .open(EmbeddedOptions {
             history: args.embedded_history,
+            cache_bytes: args.embedded_cache_mib << 20,
         })
         .await
         .with_context(|| format!("cannot open the store {:?}", args.store))?;
@@ -68,6 +77,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         config.registry = config.registry.with_standin_cluster();
     }
     config.bookmark_interval = std::time::Duration::from_secs(args.watch_bookmark_seconds.max(1));
+    config.watch_window = args.watch_window;
     let server = ApiServer::new(store, config)
         .await
         .context("cannot start the watch caches")?;

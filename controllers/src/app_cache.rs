@@ -121,8 +121,11 @@ pub struct AppCache {
     roles: Store<OperationRole>,
     policies: Store<Policy>,
     /// The last release built per (namespace, app), with its fingerprint.
-    built: Arc<Mutex<HashMap<(String, String), (Fingerprint, Arc<Release>)>>>,
+    built: Arc<Mutex<HashMap<(String, String), Built>>>,
 }
+
+/// A built release and what it was built from.
+type Built = (Fingerprint, Arc<Release>);
 
 impl AppCache {
     /// The caches, and the stream that keeps them current: poll it (a controller's

@@ -20,21 +20,20 @@
 //!
 //! Plans are owned by the Install and labelled `outpost.dev/install`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube_client::api::{Api, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
 use kube_client::runtime::{WatchStreamExt as _, reflector, watcher};
 use kube_client::{Client, Resource as _, ResourceExt as _};
 use outpost_api::{
     Action as AppAction, App, ComponentPhase, ComponentState, DriftReport, EntityKind, EntityRef,
-    Install, InstallPhase, InstallStatus, Operation, Plan, PlanPhase, PlanSpec, TriggerKind,
-    content_hash,
+    Install, InstallPhase, Operation, Plan, PlanPhase, PlanSpec, TriggerKind, content_hash,
 };
 use serde_json::{Value, json};
 
@@ -44,9 +43,11 @@ use crate::maintenance::{is_maintenance, is_open};
 use crate::plan_index::{InstallIndex, PlanIndex};
 use crate::template::InstallOutputs;
 use rendering::{Renderer, Renders};
+use status::{WrittenStatus, set_status, set_status_with};
 
 mod component_pins;
 mod rendering;
+mod status;
 
 pub use component_pins::COMPONENTS_HELD;
 
@@ -436,7 +437,7 @@ async fn converge(
     };
     let reports = ctx.drift.of(&namespace, &name);
     let states = component_states(
-        &graph,
+        graph,
         &steps,
         &plans,
         app.status.as_ref().and_then(|s| s.release.clone()),
@@ -749,137 +750,6 @@ fn component_states(
             }
         })
         .collect()
-}
-
-async fn set_status(
-    install: &Install,
-    ctx: &Context,
-    phase: InstallPhase,
-    components: Vec<ComponentState>,
-    last_plan: Option<String>,
-    held: Option<Condition>,
-) -> Result<(), InstallError> {
-    set_status_with(
-        install,
-        ctx,
-        phase,
-        components,
-        last_plan,
-        held.into_iter().collect(),
-        None,
-    )
-    .await
-}
-
-/// Writes the status with `ours`: the conditions this controller owns (`Held`,
-/// `ReleasePinned`, `ComponentsHeld`) present only while they hold, each keeping its
-/// transition time while its message stays. Other controllers' conditions are kept.
-/// With `fence`, the write only applies at that resourceVersion (409 otherwise). A
-/// status equal to the install's, or to the one this controller last wrote when
-/// `install` is an older copy than that write, is not written.
-async fn set_status_with(
-    install: &Install,
-    ctx: &Context,
-    phase: InstallPhase,
-    components: Vec<ComponentState>,
-    last_plan: Option<String>,
-    ours: Vec<Condition>,
-    fence: Option<String>,
-) -> Result<(), InstallError> {
-    let previous = install.status.clone().unwrap_or_default();
-    let mut conditions: Vec<Condition> = previous
-        .conditions
-        .iter()
-        .filter(|c| ![HELD, RELEASE_PINNED, COMPONENTS_HELD].contains(&c.type_.as_str()))
-        .cloned()
-        .collect();
-    for mut condition in ours {
-        if let Some(before) = previous
-            .conditions
-            .iter()
-            .find(|c| c.type_ == condition.type_ && c.message == condition.message)
-        {
-            condition.last_transition_time = before.last_transition_time.clone();
-        }
-        conditions.push(condition);
-    }
-    let status = InstallStatus {
-        phase: Some(phase),
-        components,
-        last_plan,
-        conditions,
-        observed_generation: install.metadata.generation,
-        ..previous
-    };
-    if install.status.as_ref() == Some(&status) || ctx.written.already(install, &status) {
-        return Ok(());
-    }
-    // A merge patch leaves out what serialises to nothing; say explicitly that emptied
-    // fields are empty, or the stale values would stay.
-    let mut body = serde_json::to_value(&status).unwrap_or_default();
-    body["conditions"] = json!(status.conditions);
-    body["components"] = json!(status.components);
-    body["lastPlan"] = json!(status.last_plan);
-    // The runner token hash is the apiserver's to write (minting rotates it): never send
-    // back a possibly stale copy.
-    if let Some(body) = body.as_object_mut() {
-        body.remove("runnerTokenHash");
-    }
-    let written =
-        Api::<Install>::namespaced(ctx.client.clone(), &install.namespace().unwrap_or_default())
-            .patch_status(
-                &install.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(match fence {
-                    Some(version) => {
-                        json!({ "metadata": {"resourceVersion": version}, "status": body })
-                    }
-                    None => json!({ "status": body }),
-                }),
-            )
-            .await?;
-    ctx.written.record(&written, status);
-    Ok(())
-}
-
-/// The status this controller last wrote to each install and the resourceVersion that
-/// write produced. The controller works from watched copies of installs, which lag its
-/// own writes: a reconcile that reaches the same status from a copy older than the
-/// write would otherwise write it again.
-#[derive(Default)]
-struct WrittenStatus(Mutex<HashMap<String, (InstallStatus, i64)>>);
-
-impl WrittenStatus {
-    /// Whether `status` is what was last written and `install` predates that write.
-    fn already(&self, install: &Install, status: &InstallStatus) -> bool {
-        let (Some(uid), Some(seen)) = (install.uid(), revision_of(install)) else {
-            return false;
-        };
-        self.0
-            .lock()
-            .expect("not poisoned")
-            .get(&uid)
-            .is_some_and(|(written, at)| written == status && seen < *at)
-    }
-
-    fn record(&self, written: &Install, status: InstallStatus) {
-        if let (Some(uid), Some(at)) = (written.uid(), revision_of(written)) {
-            self.0
-                .lock()
-                .expect("not poisoned")
-                .insert(uid, (status, at));
-        }
-    }
-
-    fn forget(&self, install: &Install) {
-        if let Some(uid) = install.uid() {
-            self.0.lock().expect("not poisoned").remove(&uid);
-        }
-    }
-}
-
-fn revision_of(install: &Install) -> Option<i64> {
-    install.resource_version()?.parse().ok()
 }
 
 /// An install pinned (`spec.release`) to a release other than that of the App's

@@ -3,10 +3,11 @@
 
 use serde_json::{Map, Value};
 
-use super::fields::{FieldPath, FieldSet, ListShape, PathElement};
+use super::fields::{FieldPath, FieldSet, ListShape, PathElement, fields_v1_contains};
 use super::managed::{
-    APPLY, ManagedEntry, Manager, UPDATE, decode_managed_fields, encode_managed_fields,
-    strip_server_fields,
+    APPLY, EncodedEntry, ManagedEntry, Manager, UPDATE, decode_managed_fields,
+    encode_managed_fields, encoded_managed_fields, strip_server_fields, strip_server_fields_mut,
+    write_managed_fields,
 };
 use crate::status::{ApiError, Subject};
 
@@ -93,10 +94,10 @@ pub fn server_side_apply(
     let applier = Manager {
         name: field_manager.to_owned(),
         operation: APPLY.to_owned(),
-        api_version: api_version(applied, &live),
+        api_version: api_version(applied, live),
         subresource: String::new(),
     };
-    let mut entries = decode_managed_fields(&live);
+    let mut entries = decode_managed_fields(live);
     if existing.is_some() && entries.is_empty() {
         entries.push(ManagedEntry {
             manager: Manager {
@@ -106,7 +107,7 @@ pub fn server_side_apply(
                 subresource: String::new(),
             },
             time: Some(now.to_owned()),
-            fields: strip_server_fields(&FieldSet::of_object(&live)),
+            fields: strip_server_fields(&FieldSet::of_object(live)),
         });
     }
     let position = entries.iter().position(|e| e.manager.same_as(&applier));
@@ -119,7 +120,7 @@ pub fn server_side_apply(
     };
     let applied_set = strip_server_fields(&FieldSet::of_object(applied));
 
-    let mut merged = merge(&FieldPath::default(), &live, applied);
+    let mut merged = merge(&FieldPath::default(), live, applied);
     // Prune what the applier dropped from its configuration and nobody else owns.
     let managed = entries
         .iter()
@@ -131,7 +132,7 @@ pub fn server_side_apply(
         }
     }
 
-    let diff = Diff::between(&live, &merged);
+    let diff = Diff::between(live, &merged);
     let changed = diff.added.union(&diff.modified);
     let mut conflicts = Vec::new();
     for entry in &mut entries {
@@ -146,7 +147,7 @@ pub fn server_side_apply(
         conflicts.sort_by(|a, b| (&a.manager, &a.field).cmp(&(&b.manager, &b.field)));
         return Err(ApplyConflict { conflicts });
     }
-    let object_changed = strip_meta(&live) != strip_meta(&merged);
+    let object_changed = strip_meta(live) != strip_meta(&merged);
     entries.push(ManagedEntry {
         manager: applier,
         time: if object_changed || previous_time.is_none() {
@@ -181,16 +182,92 @@ pub fn record_update(
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .is_some_and(|list| list.len() == 1 && list[0].as_object().is_some_and(Map::is_empty));
-    let from_request = decode_managed_fields(updated);
-    let mut entries = if from_request.is_empty() {
-        decode_managed_fields(live)
-    } else {
-        from_request
-    };
+    // A patch carries the live managedFields along: only different ones were sent.
+    let sent = updated.pointer("/metadata/managedFields");
+    if sent.is_some() && sent != live.pointer("/metadata/managedFields") {
+        let from_request = decode_managed_fields(updated);
+        if !from_request.is_empty() {
+            record_update_over(from_request, live, updated, field_manager, operation, now);
+            return;
+        }
+    }
+    let mut entries = encoded_managed_fields(live);
     if reset || (existing.is_some() && entries.is_empty()) {
         encode_managed_fields(updated, Vec::new());
         return;
     }
+    let updater = Manager {
+        name: field_manager.to_owned(),
+        operation: operation.to_owned(),
+        api_version: api_version(updated, live),
+        subresource: String::new(),
+    };
+    let diff = Diff::between(live, updated);
+    let changed = diff.added.union(&diff.modified);
+    let taken = changed.union(&diff.removed);
+    let holds = |entry: &EncodedEntry, set: &FieldSet| {
+        set.0
+            .iter()
+            .any(|p| fields_v1_contains(&entry.fields_v1, p))
+    };
+    let mut own: Option<EncodedEntry> = None;
+    entries.retain_mut(|entry| {
+        if entry.manager.same_as(&updater) {
+            own = Some(entry.clone());
+            return false;
+        }
+        // Only an entry that held some of the fields taken is decoded and rewritten.
+        if holds(entry, &taken) {
+            let fields = FieldSet::from_fields_v1(&entry.fields_v1).unwrap_or_default();
+            entry.fields_v1 = fields.difference(&taken).to_fields_v1();
+        }
+        true
+    });
+    let own_time = own.as_ref().and_then(|e| e.time.clone());
+    let fields_v1 = match own {
+        // Already owns every field changed and none removed: its fields stay as written.
+        Some(entry)
+            if changed
+                .0
+                .iter()
+                .all(|p| fields_v1_contains(&entry.fields_v1, p))
+                && !holds(&entry, &diff.removed) =>
+        {
+            entry.fields_v1
+        }
+        entry => {
+            let owned = entry
+                .and_then(|e| FieldSet::from_fields_v1(&e.fields_v1).ok())
+                .unwrap_or_default();
+            owned
+                .difference(&diff.removed)
+                .union(&changed)
+                .to_fields_v1()
+        }
+    };
+    let time = if !changed.is_empty() || own_time.is_none() {
+        Some(now.to_owned())
+    } else {
+        own_time
+    };
+    entries.push(EncodedEntry {
+        manager: updater,
+        time,
+        fields_v1,
+    });
+    write_managed_fields(updated, entries);
+}
+
+/// [`record_update`] with the `managedFields` a request sent (which replace the live
+/// ones), decoded.
+fn record_update_over(
+    mut entries: Vec<ManagedEntry>,
+    live: &Value,
+    updated: &mut Value,
+    field_manager: &str,
+    operation: &str,
+    now: &str,
+) {
     let updater = Manager {
         name: field_manager.to_owned(),
         operation: operation.to_owned(),
@@ -348,9 +425,9 @@ impl Diff {
             new.as_object().unwrap_or(&empty),
             true,
         );
-        diff.added = strip_server_fields(&diff.added);
-        diff.modified = strip_server_fields(&diff.modified);
-        diff.removed = strip_server_fields(&diff.removed);
+        strip_server_fields_mut(&mut diff.added);
+        strip_server_fields_mut(&mut diff.modified);
+        strip_server_fields_mut(&mut diff.removed);
         diff
     }
 
@@ -373,17 +450,14 @@ impl Diff {
                 && key == "metadata"
                 && let (Some(Value::Object(before)), Some(Value::Object(after))) = (before, after)
             {
-                let without = |meta: &Map<String, Value>| {
-                    let mut meta = meta.clone();
-                    meta.remove("managedFields");
-                    meta
-                };
-                let (before, after) = (without(before), without(after));
-                self.compare(
-                    &child,
-                    Some(&Value::Object(before)),
-                    Some(&Value::Object(after)),
-                );
+                for key in before
+                    .keys()
+                    .chain(after.keys().filter(|k| !before.contains_key(*k)))
+                    .filter(|k| *k != "managedFields")
+                {
+                    let grandchild = child.child(PathElement::Field(key.clone()));
+                    self.compare(&grandchild, before.get(key), after.get(key));
+                }
                 continue;
             }
             self.compare(&child, before, after);

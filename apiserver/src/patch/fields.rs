@@ -269,6 +269,31 @@ impl FieldSet {
 
 const MEMBER: &str = ".";
 
+/// Whether the `FieldsV1` tree `tree` holds `path`, without decoding it: the path's
+/// node exists and is a member (a leaf `{}` or a node with `.`). List-item keys are
+/// compared as written, and, failing that, as their JSON values.
+pub fn fields_v1_contains(tree: &Value, path: &FieldPath) -> bool {
+    let mut node = tree;
+    for element in &path.0 {
+        let Some(map) = node.as_object() else {
+            return false;
+        };
+        let child = map.get(&encode_element(element)).or_else(|| match element {
+            PathElement::Key(_) | PathElement::Value(_) => map
+                .iter()
+                .find(|(key, _)| decode_element(key).is_ok_and(|e| e == *element))
+                .map(|(_, child)| child),
+            _ => None,
+        });
+        match child {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
+    node.as_object()
+        .is_some_and(|map| map.is_empty() || map.contains_key(MEMBER))
+}
+
 /// A leaf member is `{}`; a container member keeps `".": {}` beside its children.
 fn tidy(node: Map<String, Value>) -> Map<String, Value> {
     let has_children = node.keys().any(|k| k != MEMBER);
@@ -353,6 +378,41 @@ mod tests {
         assert!(set.contains(&FieldPath::fields(&["spec", "replicas"])));
         assert!(!set.contains(&FieldPath::fields(&["spec"])));
         assert_eq!(set.to_fields_v1(), encoded);
+    }
+
+    #[test]
+    fn fields_v1_contains_what_decoding_would_hold() {
+        let encoded = json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:containers": {"k:{ \"name\": \"nginx\" }": {".": {}, "f:image": {}}},
+            },
+        });
+        let set = FieldSet::from_fields_v1(&encoded).unwrap();
+        let paths = [
+            FieldPath::fields(&["metadata", "labels"]),
+            FieldPath::fields(&["metadata", "labels", "app"]),
+            FieldPath::fields(&["metadata"]),
+            FieldPath::fields(&["spec"]),
+            FieldPath::fields(&["spec", "replicas"]),
+            FieldPath::fields(&["spec", "other"]),
+            FieldPath::fields(&["spec", "containers"]),
+            FieldPath::fields(&["spec", "containers"])
+                .child(PathElement::Key("{\"name\":\"nginx\"}".into())),
+            FieldPath::fields(&["spec", "containers"])
+                .child(PathElement::Key("{\"name\":\"nginx\"}".into()))
+                .child(PathElement::Field("image".into())),
+            FieldPath::fields(&["spec", "containers"])
+                .child(PathElement::Key("{\"name\":\"web\"}".into())),
+        ];
+        for path in paths {
+            assert_eq!(
+                fields_v1_contains(&encoded, &path),
+                set.contains(&path),
+                "{path}"
+            );
+        }
     }
 
     #[test]

@@ -97,10 +97,73 @@ pub fn decode_managed_fields(object: &Value) -> Vec<ManagedEntry> {
         .collect()
 }
 
+/// One `managedFields` entry with its fields as written (`FieldsV1`), decoded only if a
+/// change reaches them: most writes change fields their manager already owns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedEntry {
+    /// Who.
+    pub manager: Manager,
+    /// When the manager last changed the object.
+    pub time: Option<String>,
+    /// What it owns, as `FieldsV1`.
+    pub fields_v1: Value,
+}
+
+/// The entries of `object`'s `metadata.managedFields`, fields still encoded. Entries
+/// that are not `FieldsV1` objects are dropped.
+pub fn encoded_managed_fields(object: &Value) -> Vec<EncodedEntry> {
+    let Some(entries) = object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let text = |key: &str| {
+                entry
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let fields_v1 = entry.get("fieldsV1").filter(|f| f.is_object())?.clone();
+            (text("fieldsType") == "FieldsV1" && !text("manager").is_empty()).then(|| {
+                EncodedEntry {
+                    manager: Manager {
+                        name: text("manager"),
+                        operation: text("operation"),
+                        api_version: text("apiVersion"),
+                        subresource: text("subresource"),
+                    },
+                    time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
+                    fields_v1,
+                }
+            })
+        })
+        .collect()
+}
+
 /// Writes `entries` into `object`'s `metadata.managedFields` in kube's order
 /// (operation, time, manager, apiVersion, subresource); removes it when empty.
-pub fn encode_managed_fields(object: &mut Value, mut entries: Vec<ManagedEntry>) {
-    entries.retain(|e| !e.fields.is_empty());
+pub fn encode_managed_fields(object: &mut Value, entries: Vec<ManagedEntry>) {
+    let entries = entries
+        .into_iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(|e| EncodedEntry {
+            fields_v1: e.fields.to_fields_v1(),
+            manager: e.manager,
+            time: e.time,
+        })
+        .collect();
+    write_managed_fields(object, entries);
+}
+
+/// Writes encoded `entries` (see [`encode_managed_fields`]); entries that own nothing
+/// are left out.
+pub fn write_managed_fields(object: &mut Value, mut entries: Vec<EncodedEntry>) {
+    entries.retain(|e| e.fields_v1.as_object().is_some_and(|m| !m.is_empty()));
     entries.sort_by(|a, b| {
         (
             &a.manager.operation,
@@ -131,14 +194,14 @@ pub fn encode_managed_fields(object: &mut Value, mut entries: Vec<ManagedEntry>)
         return;
     }
     let encoded = entries
-        .iter()
+        .into_iter()
         .map(|e| {
             let mut entry = json!({
                 "manager": e.manager.name,
                 "operation": e.manager.operation,
                 "apiVersion": e.manager.api_version,
                 "fieldsType": "FieldsV1",
-                "fieldsV1": e.fields.to_fields_v1(),
+                "fieldsV1": e.fields_v1,
             });
             if let Some(time) = &e.time {
                 entry["time"] = json!(time);
@@ -154,7 +217,15 @@ pub fn encode_managed_fields(object: &mut Value, mut entries: Vec<ManagedEntry>)
 
 /// Fields the server sets and no manager owns (kube's `stripMeta` set).
 pub fn strip_server_fields(set: &FieldSet) -> FieldSet {
-    let mut set = set.without_subtree(&FieldPath::fields(&["metadata", "managedFields"]));
+    let mut set = set.clone();
+    strip_server_fields_mut(&mut set);
+    set
+}
+
+/// [`strip_server_fields`] in place.
+pub fn strip_server_fields_mut(set: &mut FieldSet) {
+    let managed = FieldPath::fields(&["metadata", "managedFields"]);
+    set.0.retain(|p| !managed.is_prefix_of(p));
     for path in [
         &["apiVersion"][..],
         &["kind"],
@@ -170,5 +241,4 @@ pub fn strip_server_fields(set: &FieldSet) -> FieldSet {
     ] {
         set.0.remove(&FieldPath::fields(path));
     }
-    set
 }

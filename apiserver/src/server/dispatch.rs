@@ -233,15 +233,24 @@ pub async fn authenticate_token(state: &ServerState, token: &str) -> Result<User
         .find(|rt| runner_token::serves(rt))
         .ok_or(ApiError::Unauthorized)?;
     let install = state
-        .cache(&installs)?
+        .cache(installs)?
         .get(Some(&runner.namespace), &runner.install)
-        .ok_or(ApiError::Unauthorized)?
-        .value()?;
-    let hash = install
-        .pointer("/status/runnerTokenHash")
-        .and_then(serde_json::Value::as_str)
         .ok_or(ApiError::Unauthorized)?;
-    if runner.matches(hash) {
+    // Only the hash is read out of the Install (the rest of it is skipped, not decoded).
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        status: Option<StoredStatus>,
+    }
+    #[derive(serde::Deserialize)]
+    struct StoredStatus {
+        #[serde(rename = "runnerTokenHash")]
+        runner_token_hash: Option<String>,
+    }
+    let hash = serde_json::from_slice::<Stored>(install.json())
+        .ok()
+        .and_then(|i| i.status?.runner_token_hash)
+        .ok_or(ApiError::Unauthorized)?;
+    if runner.matches(&hash) {
         Ok(runner.user())
     } else {
         Err(ApiError::Unauthorized)

@@ -128,17 +128,18 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
             .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
         None => 0,
     };
-    if call.param("continue").is_none() && read_revision(call)?.is_none() {
-        if let Some(snapshot) = from_cache(call, &filter).await? {
-            // As kube-apiserver's cache does, `resourceVersion=0` answers with every
-            // object at once: there is no snapshot in the store to page through.
-            let limit = if call.param("resourceVersion") == Some("0") {
-                0
-            } else {
-                limit
-            };
-            return cached_list(call, snapshot, limit);
-        }
+    if call.param("continue").is_none()
+        && read_revision(call)?.is_none()
+        && let Some(snapshot) = from_cache(call, &filter).await?
+    {
+        // As kube-apiserver's cache does, `resourceVersion=0` answers with every
+        // object at once: there is no snapshot in the store to page through.
+        let limit = if call.param("resourceVersion") == Some("0") {
+            0
+        } else {
+            limit
+        };
+        return cached_list(call, snapshot, limit);
     }
     list_from_store(call, &filter, limit).await
 }

@@ -200,6 +200,14 @@ impl Metrics {
                 s.window
             );
         }
+        out.push_str("# HELP outpost_watch_cache_window_bytes Bytes of the objects the window's changes carry, by resource.\n# TYPE outpost_watch_cache_window_bytes gauge\n");
+        for (resource, s) in &stats {
+            let _ = writeln!(
+                out,
+                "outpost_watch_cache_window_bytes{{resource=\"{resource}\"}} {}",
+                s.window_bytes
+            );
+        }
         out.push_str("# HELP outpost_watch_cache_watchers Watchers by resource, filed under one install (indexed) or of every change.\n# TYPE outpost_watch_cache_watchers gauge\n");
         for (resource, s) in &stats {
             let _ = writeln!(

@@ -28,6 +28,12 @@ pub use feed::{CacheSet, Progress};
 pub use object::CachedObject;
 pub use watchers::{LiveEvents, QUEUE, Stopped};
 
+/// The most bytes of objects one type's window keeps (besides its count limit): a type
+/// with large objects (install stacks) keeps fewer changes.
+pub const WINDOW_BYTES: usize = 32 << 20;
+/// Changes a window keeps whatever their size.
+const MIN_WINDOW: usize = 100;
+
 /// The kind of a watch event, as Kubernetes names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
@@ -139,6 +145,8 @@ pub struct CacheStats {
     pub bytes: usize,
     /// Changes in the window.
     pub window: usize,
+    /// Bytes of the objects those changes carry.
+    pub window_bytes: usize,
     /// Watchers filed under an install.
     pub indexed_watchers: usize,
     /// Watchers of every change.
@@ -151,6 +159,8 @@ struct State {
     by_index: HashMap<String, BTreeSet<String>>,
     bytes: usize,
     events: VecDeque<Arc<CachedEvent>>,
+    /// Bytes of the objects the window's events carry.
+    window_bytes: usize,
     /// Watches after this revision can be served from the window.
     oldest: Revision,
     /// The revision of the last change applied (or of the last load).
@@ -178,6 +188,7 @@ impl WatchCache {
                 by_index: HashMap::new(),
                 bytes: 0,
                 events: VecDeque::new(),
+                window_bytes: 0,
                 oldest: 0,
                 latest: 0,
                 watchers: Default::default(),
@@ -223,6 +234,7 @@ impl WatchCache {
         state.by_index = by_index;
         state.bytes = bytes;
         state.events.clear();
+        state.window_bytes = 0;
         state.oldest = revision;
         state.latest = revision;
         state.watchers.clear();
@@ -292,10 +304,14 @@ impl WatchCache {
             deleted,
             encoded: Default::default(),
         });
+        state.window_bytes += event.object.size();
         state.events.push_back(event.clone());
-        while state.events.len() > self.capacity {
+        while state.events.len() > self.capacity
+            || (state.window_bytes > WINDOW_BYTES && state.events.len() > MIN_WINDOW)
+        {
             if let Some(dropped) = state.events.pop_front() {
                 state.oldest = dropped.revision;
+                state.window_bytes -= dropped.object.size();
             }
         }
         let keys: Vec<String> = event
@@ -443,6 +459,7 @@ impl WatchCache {
             objects: state.objects.len(),
             bytes: state.bytes,
             window: state.events.len(),
+            window_bytes: state.window_bytes,
             indexed_watchers,
             other_watchers,
         }

@@ -145,9 +145,15 @@ async fn revision_counter_survives_restart() {
 #[tokio::test]
 async fn history_window_is_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path(), EmbeddedOptions { history: 100 })
-        .await
-        .unwrap();
+    let store = EmbeddedStore::open(
+        dir.path(),
+        EmbeddedOptions {
+            history: 100,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let first = store
         .create("/h/0", Bytes::from("x"))
         .await

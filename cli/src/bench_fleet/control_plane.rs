@@ -61,6 +61,53 @@ impl Memory {
     }
 }
 
+/// CPU time a process used so far (user + system), from `/proc/PID/stat`.
+pub fn cpu_time(pid: Option<u32>) -> Duration {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/stat"),
+        None => "/proc/self/stat".to_owned(),
+    };
+    let Ok(stat) = std::fs::read_to_string(path) else {
+        return Duration::ZERO;
+    };
+    // After the command in parentheses: state is field 3; utime and stime are 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Linux reports in clock ticks of 1/100 s (USER_HZ) on every architecture.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// CPU time used so far by the API server, the controllers and this process (the
+/// simulated runners).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuTimes {
+    /// The API server (with the embedded store, when it runs on it).
+    pub apiserver: Duration,
+    /// The controllers.
+    pub controllers: Duration,
+    /// This process: the simulated runners and the bench.
+    pub runners: Duration,
+}
+
+impl std::ops::Sub for CpuTimes {
+    type Output = CpuTimes;
+    fn sub(self, before: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            apiserver: self.apiserver.saturating_sub(before.apiserver),
+            controllers: self.controllers.saturating_sub(before.controllers),
+            runners: self.runners.saturating_sub(before.runners),
+        }
+    }
+}
+
 /// The API server and controllers processes, stopped on drop.
 pub struct ControlPlane {
     /// `http://127.0.0.1:PORT`.
@@ -157,6 +204,15 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// CPU used so far by each process.
+    pub fn cpu(&self) -> CpuTimes {
+        CpuTimes {
+            apiserver: cpu_time(self.server.id()),
+            controllers: cpu_time(self.controllers.as_ref().and_then(Child::id)),
+            runners: cpu_time(None),
+        }
+    }
+
     /// The API server's and the controllers' memory now.
     pub fn memory(&self) -> (Memory, Memory) {
         (
@@ -171,9 +227,17 @@ impl ControlPlane {
         &self,
         admin: &kube_client::Client,
     ) -> anyhow::Result<BTreeMap<(String, String), u64>> {
-        let request = http::Request::get("/metrics").body(Vec::new())?;
-        let text = admin.request_text(request).await.context("GET /metrics")?;
-        Ok(parse_writes(&text))
+        Ok(parse_writes(&metrics(admin).await?))
+    }
+
+    /// What the API server's watch caches hold now: bytes of objects and of their
+    /// windows of recent changes, each by resource.
+    pub async fn cache_bytes(&self, admin: &kube_client::Client) -> anyhow::Result<CacheBytes> {
+        let text = metrics(admin).await?;
+        Ok(CacheBytes {
+            objects: by_resource(&text, "outpost_watch_cache_bytes"),
+            windows: by_resource(&text, "outpost_watch_cache_window_bytes"),
+        })
     }
 
     /// Whether both processes still run; the error names the one that stopped.
@@ -234,6 +298,33 @@ async fn first_line_with(child: &mut Child, marker: &str) -> anyhow::Result<Stri
     .with_context(|| format!("no {marker:?} within 60 s"))??;
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok(found)
+}
+
+/// `GET /metrics`.
+async fn metrics(admin: &kube_client::Client) -> anyhow::Result<String> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    admin.request_text(request).await.context("GET /metrics")
+}
+
+/// Bytes the watch caches hold, by resource.
+#[derive(Clone, Debug, Default)]
+pub struct CacheBytes {
+    /// Objects.
+    pub objects: BTreeMap<String, u64>,
+    /// The objects of the windows of recent changes.
+    pub windows: BTreeMap<String, u64>,
+}
+
+/// The values of `NAME{resource="R"} N` lines, by resource.
+fn by_resource(text: &str, name: &str) -> BTreeMap<String, u64> {
+    let prefix = format!("{name}{{resource=\"");
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (resource, value) = rest.split_once("\"} ")?;
+            Some((resource.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 /// `outpost_store_writes_total{operation="create",resource="plans",result="ok"} 12`

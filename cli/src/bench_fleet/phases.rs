@@ -12,7 +12,7 @@ use outpost_api::{Install, Operation, Plan, PlanPhase, PlanRequest, PlanStatus};
 use serde_json::json;
 
 use super::FleetBench;
-use super::control_plane::{Backend, ControlPlane, Memory};
+use super::control_plane::{Backend, CacheBytes, ControlPlane, CpuTimes, Memory};
 use super::fixture::{self, ACTION, APP, NAMESPACE};
 use super::runners::{Fleet, Shared};
 use crate::bench_controllers::{wait_for_release, wait_rolled_out};
@@ -41,6 +41,8 @@ pub struct BackendReport {
     pub apiserver: Memory,
     /// The controllers' memory.
     pub controllers: Memory,
+    /// What the API server's caches held at the end.
+    pub caches: CacheBytes,
     /// Claims that lost a race (nobody else claims here: must stay 0).
     pub claims_lost: u64,
     /// Plans reported succeeded twice (must stay 0).
@@ -64,6 +66,8 @@ pub struct Rollout {
     pub writes: BTreeMap<(String, String), u64>,
     /// How long those writes took (the change until the last one).
     pub writing: Duration,
+    /// CPU the processes used from the change until the writes stopped.
+    pub cpu: CpuTimes,
 }
 
 impl Rollout {
@@ -135,6 +139,7 @@ pub async fn run_on(bench: &FleetBench, backend: Backend) -> anyhow::Result<Back
     let dispatch = dispatch(bench, &admin, &fleet.shared).await?;
     control_plane.check_alive()?;
     let (apiserver, controllers) = control_plane.memory();
+    let caches = control_plane.cache_bytes(&admin).await?;
     let shared = &fleet.shared;
     use std::sync::atomic::Ordering::Relaxed;
     Ok(BackendReport {
@@ -147,6 +152,7 @@ pub async fn run_on(bench: &FleetBench, backend: Backend) -> anyhow::Result<Back
         dispatch,
         apiserver,
         controllers,
+        caches,
         claims_lost: shared.claims_lost.load(Relaxed),
         applied_twice: shared.applied_twice.load(Relaxed),
         runner_errors: shared.errors.load(Relaxed),
@@ -169,6 +175,7 @@ async fn rollout(
     previous: &str,
 ) -> anyhow::Result<Rollout> {
     let before = control_plane.store_writes(admin).await?;
+    let cpu_before = control_plane.cpu();
     let started = Instant::now();
     fixture::change_one_component(admin, bench.components, 2).await?;
     let release = wait_for_release(admin, NAMESPACE, APP, Some(previous), bench.timeout).await?;
@@ -199,6 +206,7 @@ async fn rollout(
     let rolled = wait_rolled_out(admin, &release, bench.installs, bench.timeout).await?;
     // Status writes trail the last Plan: count until the writes stop.
     let (after, writing) = quiet_writes(control_plane, admin, started).await?;
+    let cpu = control_plane.cpu() - cpu_before;
     let writes = after
         .into_iter()
         .map(|(key, n)| {
@@ -214,6 +222,7 @@ async fn rollout(
         rolled_out: rolled - started,
         writes,
         writing,
+        cpu,
     })
 }
 

@@ -111,6 +111,14 @@ impl fmt::Display for FleetReport {
                 self.raw_etcd_txn_per_second,
                 writes_per_second / self.raw_etcd_txn_per_second.max(1.0)
             )?;
+            let per_plan = |d: Duration| d.as_secs_f64() * 1e3 / plans;
+            writeln!(
+                f,
+                "  CPU ms per plan             apiserver {:.2}, controllers {:.2}, runners {:.2}  (until the writes stopped)",
+                per_plan(r.cpu.apiserver),
+                per_plan(r.cpu.controllers),
+                per_plan(r.cpu.runners)
+            )?;
             writeln!(
                 f,
                 "dispatch ({} approvals, {} runners watching)",
@@ -133,6 +141,23 @@ impl fmt::Display for FleetReport {
                 mib(b.apiserver.rss),
                 mib(b.apiserver.peak),
                 ratio(b.apiserver.peak as f64, APISERVER_RSS_GOAL as f64)
+            )?;
+            let top = |bytes: &std::collections::BTreeMap<String, u64>| {
+                let mut by: Vec<(&String, &u64)> = bytes.iter().filter(|(_, n)| **n > 0).collect();
+                by.sort_by(|a, b| b.1.cmp(a.1));
+                by.iter()
+                    .take(4)
+                    .map(|(r, n)| format!("{r} {:.0}", mib(**n)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            writeln!(
+                f,
+                "    of which watch caches: objects {:.0} MiB ({}), windows {:.0} MiB ({})",
+                mib(b.caches.objects.values().sum()),
+                top(&b.caches.objects),
+                mib(b.caches.windows.values().sum()),
+                top(&b.caches.windows)
             )?;
             writeln!(
                 f,

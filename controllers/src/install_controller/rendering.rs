@@ -23,6 +23,9 @@ use crate::kubernetes_secrets::with_kubernetes_secrets;
 use crate::reference::Reference;
 use crate::template::{InstallOutputs, TemplateContext};
 
+/// The dependencies a rendering was made from, and the key they make.
+type RenderKey = (Vec<String>, String);
+
 /// The entity the sandbox is kept under.
 const SANDBOX: &str = "";
 
@@ -32,7 +35,7 @@ struct Rendered {
     /// The rendered state, as compact JSON (a tenth of its size as a `Value`).
     json: Box<[u8]>,
     /// The dependencies' keys the key was computed with, and the key.
-    key: Option<(Vec<String>, String)>,
+    key: Option<RenderKey>,
 }
 
 /// Kept renderings: install uid → entity → rendering.
@@ -165,7 +168,7 @@ impl<'a> Renderer<'a> {
         entity: &str,
         fingerprint: u64,
         dependencies: &[String],
-    ) -> Option<(Value, Option<(Vec<String>, String)>)> {
+    ) -> Option<(Value, Option<RenderKey>)> {
         let kept = self.renders.0.lock().expect("not poisoned");
         let rendered = kept.get(self.uid())?.get(entity)?;
         if rendered.fingerprint != fingerprint {
@@ -179,13 +182,7 @@ impl<'a> Renderer<'a> {
         Some((value, key))
     }
 
-    fn keep(
-        &self,
-        entity: &str,
-        fingerprint: u64,
-        rendered: &Value,
-        key: Option<(Vec<String>, String)>,
-    ) {
+    fn keep(&self, entity: &str, fingerprint: u64, rendered: &Value, key: Option<RenderKey>) {
         let json = serde_json::to_vec(rendered)
             .expect("JSON encodes")
             .into_boxed_slice();

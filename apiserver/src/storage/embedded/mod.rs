@@ -41,11 +41,18 @@ pub struct EmbeddedOptions {
     /// How many revisions of history to keep for watches and paged reads; older ones
     /// are compacted automatically.
     pub history: Revision,
+    /// Bytes of the file's pages kept in memory. The API server answers reads from its
+    /// watch caches, so the store's own cache mostly serves writes; redb's default
+    /// (1 GiB) would double the server's memory at fleet scale.
+    pub cache_bytes: usize,
 }
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
-        EmbeddedOptions { history: 50_000 }
+        EmbeddedOptions {
+            history: 50_000,
+            cache_bytes: 64 << 20,
+        }
     }
 }
 
@@ -71,7 +78,8 @@ impl EmbeddedStore {
         std::fs::create_dir_all(dir).map_err(StoreError::backend)?;
         let path = dir.join("outpost.redb");
         let file = path.clone();
-        let shared = tokio::task::spawn_blocking(move || open_database(&file))
+        let cache_bytes = options.cache_bytes;
+        let shared = tokio::task::spawn_blocking(move || open_database(&file, cache_bytes))
             .await
             .map_err(StoreError::backend)??;
         let shared = Arc::new(shared);
@@ -159,8 +167,11 @@ impl EmbeddedStore {
     }
 }
 
-fn open_database(path: &Path) -> Result<Shared, StoreError> {
-    let db = Database::create(path).map_err(StoreError::backend)?;
+fn open_database(path: &Path, cache_bytes: usize) -> Result<Shared, StoreError> {
+    let db = Database::builder()
+        .set_cache_size(cache_bytes)
+        .create(path)
+        .map_err(StoreError::backend)?;
     let txn = db.begin_write().map_err(StoreError::backend)?;
     let (revision, compacted) = {
         txn.open_table(KV).map_err(StoreError::backend)?;

@@ -16,6 +16,10 @@ use crate::storage::{KeyValue, Revision, StoreError, WatchEvent};
 
 /// Most requests applied in one transaction.
 const MAX_BATCH: usize = 512;
+/// How long a batch waits for more requests once the previous batch held several (the
+/// store is busy): a commit costs the same for one write as for dozens, and under load
+/// the writer is what every write waits for. A lone writer never waits.
+const GATHER: std::time::Duration = std::time::Duration::from_micros(300);
 
 /// One mutation.
 pub(super) enum WriteOp {
@@ -56,14 +60,23 @@ pub(super) fn run(
     events: broadcast::Sender<Arc<Vec<WatchEvent>>>,
     history: Revision,
 ) {
+    let mut busy = false;
     while let Some(first) = requests.blocking_recv() {
         let mut batch = vec![first];
+        let gather_until = busy.then(|| std::time::Instant::now() + GATHER);
         while batch.len() < MAX_BATCH {
             match requests.try_recv() {
                 Ok(request) => batch.push(request),
-                Err(_) => break,
+                Err(_) => match gather_until {
+                    // A dedicated thread, not a runtime worker: sleeping blocks nothing else.
+                    Some(until) if std::time::Instant::now() < until => {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                    _ => break,
+                },
             }
         }
+        busy = batch.len() > 1;
         let ops: Vec<&WriteOp> = batch.iter().map(|r| &r.op).collect();
         match apply(&shared, &ops) {
             Ok(applied) => {
