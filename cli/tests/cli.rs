@@ -201,6 +201,117 @@ fn bench_controllers_rolls_a_new_release_out_and_counts_the_store_writes() {
 }
 
 #[test]
+fn bench_fleet_prints_every_figure_against_its_goal_on_both_stores() {
+    let stdout = bench(&[
+        "fleet",
+        "--installs",
+        "12",
+        "--components",
+        "3",
+        "--dispatch-samples",
+        "6",
+        "--dispatch-gap-ms",
+        "5",
+        "--timeout-seconds",
+        "120",
+    ]);
+    // The figure after `prefix` on the line that starts with it (after indentation).
+    let figure = |section: &str, prefix: &str| -> f64 {
+        section
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {prefix:?} line:\n{section}"))
+            .trim_end_matches(',')
+            .parse()
+            .unwrap_or_else(|e| panic!("{prefix:?}: {e}\n{section}"))
+    };
+    let ratio = |line: &str| -> f64 {
+        let (_, r) = line
+            .split_once("ratio ")
+            .unwrap_or_else(|| panic!("{line}"));
+        r.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let line = |section: &str, needle: &str| -> String {
+        section
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} line:\n{section}"))
+            .to_owned()
+    };
+    for store in ["embedded", "etcd"] {
+        let start = stdout
+            .find(&format!("[{store} store]"))
+            .unwrap_or_else(|| panic!("no {store} section:\n{stdout}"));
+        let section = &stdout[start..];
+        let section = &section[..section[1..].find("\n[").map_or(section.len(), |i| i + 1)];
+        // 12 installs x (sandbox + 3 components) to admit, one Plan each to roll out.
+        assert!(
+            line(section, "every install Active").contains("(48 plans)"),
+            "{section}"
+        );
+        assert!(
+            section.contains("one-component rollout (12 plans)"),
+            "{section}"
+        );
+        let created = figure(section, "created, seen by runners");
+        let gated = figure(section, "created, gated, seen by runners");
+        let rolled = figure(section, "every install on the release");
+        assert!(
+            0.0 < created && created <= gated && gated <= rolled,
+            "{section}"
+        );
+        let gated_line = line(section, "created, gated, seen by runners");
+        assert!(
+            (ratio(&gated_line) - gated / 10.0).abs() < 0.01,
+            "{gated_line}"
+        );
+        // Every Plan is at least created, gated, claimed and finished.
+        let writes = figure(section, "store writes per plan");
+        let writes_line = line(section, "store writes per plan");
+        assert!(writes >= 4.0, "{writes_line}");
+        assert!(
+            (ratio(&writes_line) - writes / 5.0).abs() < 0.01,
+            "{writes_line}"
+        );
+        assert!(section.contains("create plans 12"), "{section}");
+        let rate = line(section, "store writes per second");
+        let raw: f64 = rate
+            .split_once("raw etcd create txn/s ")
+            .and_then(|(_, r)| r.split(':').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(raw > 0.0 && ratio(&rate) > 0.0, "{rate}");
+        assert!(
+            section.contains("dispatch (6 approvals, 12 runners watching)"),
+            "{section}"
+        );
+        let dispatch = line(section, "p99 goal");
+        let cols: Vec<&str> = dispatch.split_whitespace().collect();
+        assert_eq!(
+            (cols[0], cols[3], cols[6]),
+            ("p50", "p99", "max"),
+            "{dispatch}"
+        );
+        let (p50, p99, max): (f64, f64, f64) = (
+            cols[1].parse().unwrap(),
+            cols[4].parse().unwrap(),
+            cols[7].parse().unwrap(),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{dispatch}");
+        assert!((ratio(&dispatch) - p99 / 100.0).abs() < 0.01, "{dispatch}");
+        assert!(figure(section, "apiserver RSS") > 0.0, "{section}");
+        assert!(figure(section, "controllers RSS") > 0.0, "{section}");
+        assert!(
+            section
+                .contains("checks: plans applied twice 0, claims lost 0, runner call failures 0"),
+            "{section}"
+        );
+    }
+}
+
+#[test]
 fn bench_runner_footprint_prints_size_and_idle_memory_against_the_goals() {
     let stdout = bench(&["runner-footprint", "--idle-seconds", "1"]);
     let figure = |prefix: &str| -> (f64, f64) {

@@ -625,7 +625,9 @@ fn phase_in(plans: &BTreeMap<String, Arc<Plan>>, name: &str) -> Option<PlanPhase
         .and_then(|s| s.phase)
 }
 
-/// Outputs of the latest succeeded provision and deploy Plans.
+/// Outputs of the latest succeeded provision and deploy Plans. `finishedAt` has whole
+/// seconds, so Plans of one entity that finished in the same second are ordered by
+/// resourceVersion (the store revision of their last write, which made them succeed).
 fn outputs_of(plans: &BTreeMap<String, Arc<Plan>>) -> InstallOutputs {
     let mut outputs = InstallOutputs::default();
     let mut succeeded: Vec<&Plan> = plans
@@ -634,10 +636,17 @@ fn outputs_of(plans: &BTreeMap<String, Arc<Plan>>) -> InstallOutputs {
         .filter(|p| p.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Succeeded))
         .collect();
     succeeded.sort_by_key(|p| {
-        p.status
+        let finished = p
+            .status
             .as_ref()
             .and_then(|s| s.finished_at.clone())
-            .map(|t| t.0)
+            .map(|t| t.0);
+        let revision = p
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<i64>().ok());
+        (finished, revision)
     });
     for plan in succeeded {
         let values = plan
@@ -810,4 +819,45 @@ async fn hold_on_release(
 fn error_policy(_: Arc<Install>, err: &InstallError, _: Arc<Context>) -> Action {
     tracing::debug!(error = %err, "install reconcile: retrying");
     Action::requeue(Duration::from_secs(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn succeeded(name: &str, revision: &str, finished: &str, reference: &str) -> Arc<Plan> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+                "metadata": {"name": name, "resourceVersion": revision},
+                "spec": {"install": "i", "operation": "deploy",
+                         "entity": {"kind": "component", "name": "web-image"}},
+                "status": {"phase": "Succeeded", "finishedAt": finished,
+                           "outputs": {"reference": reference}},
+            }))
+            .expect("a valid Plan"),
+        )
+    }
+
+    #[test]
+    fn outputs_are_the_last_succeeded_plans_even_within_one_second() {
+        let second = "2026-01-01T00:00:07Z";
+        // Plan names are hashes: the later Plan may sort first.
+        let plans: BTreeMap<String, Arc<Plan>> = [
+            succeeded("i-deploy-web-image-aaa", "41", second, "new"),
+            succeeded("i-deploy-web-image-bbb", "30", second, "old"),
+            succeeded(
+                "i-deploy-web-image-ccc",
+                "50",
+                "2026-01-01T00:00:06Z",
+                "older",
+            ),
+        ]
+        .into_iter()
+        .map(|p| (p.name_any(), p))
+        .collect();
+        let outputs = outputs_of(&plans);
+        assert_eq!(outputs.components["web-image"]["reference"], "new");
+    }
 }

@@ -448,6 +448,30 @@ async fn patch_types(backend: Backend) {
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["metadata"]["finalizers"], json!(["x/y"]));
+    // Patches without a resourceVersion are unconditional: racing ones are all applied
+    // (the server retries a lost race), as kube-apiserver does.
+    let racing = (0..16).map(|i| {
+        let body = json!({"metadata": {"labels": {format!("k{i}"): "v"}}}).to_string();
+        let path = &path;
+        let cp = &cp;
+        async move { cp.patch(path, "application/merge-patch+json", body).await }
+    });
+    for reply in futures::future::join_all(racing).await {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let raced = cp.raw(Some(&cp.admin_token), "GET", &path, &[], "").await;
+    let labels = raced.json["metadata"]["labels"].as_object().unwrap();
+    assert!(
+        (0..16).all(|i| labels.contains_key(&format!("k{i}"))),
+        "{labels:?}"
+    );
+    // One naming an old resourceVersion is conditional on it.
+    let stale = json!({"metadata": {"resourceVersion": merge.json["metadata"]["resourceVersion"]},
+                       "spec": {"approvalMode": "prompt"}});
+    let reply = cp
+        .patch(&path, "application/merge-patch+json", stale.to_string())
+        .await;
+    assert_eq!(reply.status, 409, "{}", reply.text);
     let failing = r#"[{"op":"test","path":"/spec/app","value":"other"}]"#;
     let reply = cp
         .patch(&path, "application/json-patch+json", failing)

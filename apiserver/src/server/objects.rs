@@ -15,8 +15,11 @@ use crate::status::{ApiError, Subject};
 use crate::storage::{KeyValue, ListOptions, StoreError};
 use crate::table;
 
-/// Attempts at an optimistic write before giving up with 409.
-pub const RETRIES: usize = 8;
+/// Attempts at an unconditional write (no resourceVersion sent) that loses races before
+/// giving up with 409. kube-apiserver retries until it lands; each lost race means
+/// another writer's landed, so this bound is only reached by as many writers of one
+/// object at once.
+pub const RETRIES: usize = 64;
 
 impl Call {
     /// The object's name from the path.

@@ -266,6 +266,26 @@ async fn commit_update(
     from_store(&written)
 }
 
+/// Whether a patch sets `metadata.resourceVersion`, making it conditional on that
+/// version, as kube-apiserver treats it: a merge or apply body naming it, a JSON patch
+/// operation on it.
+fn sets_resource_version(kind: PatchType, patch: &Value) -> bool {
+    const PATH: &str = "/metadata/resourceVersion";
+    if kind == PatchType::Json {
+        patch.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op.get("path").and_then(Value::as_str) == Some(PATH)
+                    && op.get("op").and_then(Value::as_str) != Some("remove")
+            })
+        })
+    } else {
+        patch
+            .pointer(PATH)
+            .and_then(Value::as_str)
+            .is_some_and(|rv| !rv.is_empty())
+    }
+}
+
 pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
     let kind = PatchType::from_content_type(&content_type(&call.headers))?;
     if kind == PatchType::StrategicMerge && !call.rt.strategic_merge {
@@ -302,8 +322,9 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             }
         };
         let old = from_store(&kv)?;
-        let (mut new, warnings) = if kind == PatchType::Apply {
+        let (mut new, warnings, conditional) = if kind == PatchType::Apply {
             let mut applied = parse_apply_body(&bytes)?;
+            let conditional = sets_resource_version(kind, &applied);
             let warnings = field_validation(call, &mut applied)?;
             let new = server_side_apply(
                 Some(&old),
@@ -313,26 +334,28 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
                 &crate::object_meta::now(),
             )
             .map_err(|c| c.into_api_error(call.subject()))?;
-            (new, warnings)
+            (new, warnings, conditional)
         } else {
             let mut new = if kind == PatchType::StrategicMerge {
                 apply_strategic_merge(&old, &bytes)?
             } else {
                 apply_patch(kind, &old, &bytes)?
             };
+            let conditional = serde_json::from_slice(&bytes)
+                .is_ok_and(|patch: Value| sets_resource_version(kind, &patch));
             let warnings = field_validation(call, &mut new)?;
-            (new, warnings)
+            (new, warnings, conditional)
         };
-        // A resourceVersion in the patch is a precondition; otherwise we retry races.
-        let pinned = sent_resource_version(&new, &call.subject())?;
-        if let Some(rv) = pinned
+        // A resourceVersion in the patch is a precondition; otherwise we retry races (the
+        // patched object carries the resourceVersion read unless the patch changed it).
+        if let Some(rv) = sent_resource_version(&new, &call.subject())?
             && rv != kv.mod_revision
         {
             return Err(conflict(call));
         }
         set_resource_version(&mut new, kv.mod_revision);
         match commit_update(call, kv.mod_revision, &old, new).await {
-            Err(ApiError::Conflict { .. }) if pinned.is_none() => continue,
+            Err(ApiError::Conflict { .. }) if !conditional => continue,
             Ok(object) => return Ok(json_with_warnings(StatusCode::OK, &object, &warnings)),
             Err(err) => return Err(err),
         }
