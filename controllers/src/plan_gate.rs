@@ -121,6 +121,13 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
             format!("install {:?} does not exist", plan.spec.install),
         ));
     };
+    // The Plan was made from the install at `baseRevision`: its approval mode and
+    // maintenance windows are read from that version or a later one, never from an older
+    // copy (an install switched to `prompt` with a request in the same write would
+    // otherwise have its Plan approved by the mode it had before).
+    if older_than(&install, plan.spec.base_revision.as_deref()) && young(plan) {
+        return Ok(None);
+    }
     let Some(release) = ctx.apps.release(&namespace, &install.spec.app) else {
         return Ok(deny(
             status,
@@ -193,6 +200,19 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
 
 /// Whether `plan` was made within [`CATCH_UP`] (its creation time has one-second
 /// precision).
+/// Whether the cached `install` is of an older revision than `base` (the store revision
+/// a Plan was made from).
+fn older_than(install: &Install, base: Option<&str>) -> bool {
+    let revision = |rv: Option<&str>| rv.and_then(|rv| rv.parse::<i64>().ok());
+    match (
+        revision(install.metadata.resource_version.as_deref()),
+        revision(base),
+    ) {
+        (Some(cached), Some(base)) => cached < base,
+        _ => false,
+    }
+}
+
 fn young(plan: &Plan) -> bool {
     plan.metadata
         .creation_timestamp
@@ -238,4 +258,30 @@ async fn reconcile(plan: Arc<Plan>, ctx: Arc<Context>) -> Result<Action, GateErr
 fn error_policy(_: Arc<Plan>, err: &GateError, _: Arc<Context>) -> Action {
     tracing::warn!(error = %err, "plan gate failed; retrying");
     Action::requeue(Duration::from_secs(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_install_older_than_the_plans_base_is_not_decided_on() {
+        let install = |rv: Option<&str>| {
+            let mut install: Install = serde_json::from_value(serde_json::json!({
+                "apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
+                "metadata": {"name": "i"},
+                "spec": {"app": "shop",
+                         "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}},
+            }))
+            .expect("a valid Install");
+            install.metadata.resource_version = rv.map(str::to_owned);
+            install
+        };
+        assert!(older_than(&install(Some("99")), Some("100")));
+        assert!(!older_than(&install(Some("100")), Some("100")));
+        assert!(!older_than(&install(Some("101")), Some("100")));
+        // Plans made by hand carry no base: nothing to wait for.
+        assert!(!older_than(&install(Some("99")), None));
+        assert!(!older_than(&install(None), Some("100")));
+    }
 }

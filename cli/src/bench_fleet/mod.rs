@@ -52,8 +52,9 @@ impl FleetBench {
         anyhow::ensure!(self.installs > 0, "--installs must be at least 1");
         anyhow::ensure!(self.components > 0, "--components must be at least 1");
         let open_files = crate::limits::raise_open_files()?;
-        // Each runner holds a watch and a pooled connection, on both ends of loopback.
-        let needed = 4 * self.installs as u64 + 1_024;
+        // Each runner holds one connection (HTTP/2: its watch and its calls), and the
+        // server (a child, with the same limit) its other end.
+        let needed = self.installs as u64 + 1_024;
         anyhow::ensure!(
             open_files >= needed,
             "{} installs need about {needed} open files, but the limit is {open_files}: \
