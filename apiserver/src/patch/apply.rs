@@ -196,15 +196,12 @@ pub fn record_update(
         encode_managed_fields(updated, Vec::new());
         return;
     }
-    let updater = Manager {
-        name: field_manager.to_owned(),
-        operation: operation.to_owned(),
-        api_version: api_version(updated, live),
-        subresource: String::new(),
-    };
-    let diff = Diff::between(live, updated);
-    let changed = diff.added.union(&diff.modified);
-    let taken = changed.union(&diff.removed);
+    let Update {
+        updater,
+        changed,
+        removed,
+        taken,
+    } = Update::of(field_manager, operation, live, updated);
     let holds = |entry: &EncodedEntry, set: &FieldSet| {
         set.0
             .iter()
@@ -231,7 +228,7 @@ pub fn record_update(
                 .0
                 .iter()
                 .all(|p| fields_v1_contains(&entry.fields_v1, p))
-                && !holds(&entry, &diff.removed) =>
+                && !holds(&entry, &removed) =>
         {
             entry.fields_v1
         }
@@ -239,10 +236,7 @@ pub fn record_update(
             let owned = entry
                 .and_then(|e| FieldSet::from_fields_v1(&e.fields_v1).ok())
                 .unwrap_or_default();
-            owned
-                .difference(&diff.removed)
-                .union(&changed)
-                .to_fields_v1()
+            owned.difference(&removed).union(&changed).to_fields_v1()
         }
     };
     let time = if !changed.is_empty() || own_time.is_none() {
@@ -258,6 +252,35 @@ pub fn record_update(
     write_managed_fields(updated, entries);
 }
 
+/// An update of `live` to `updated` by one manager: the fields it changed (added or
+/// modified), removed, and takes from other managers (both).
+struct Update {
+    updater: Manager,
+    changed: FieldSet,
+    removed: FieldSet,
+    taken: FieldSet,
+}
+
+impl Update {
+    fn of(field_manager: &str, operation: &str, live: &Value, updated: &Value) -> Update {
+        let updater = Manager {
+            name: field_manager.to_owned(),
+            operation: operation.to_owned(),
+            api_version: api_version(updated, live),
+            subresource: String::new(),
+        };
+        let diff = Diff::between(live, updated);
+        let changed = diff.added.union(&diff.modified);
+        let taken = changed.union(&diff.removed);
+        Update {
+            updater,
+            changed,
+            removed: diff.removed,
+            taken,
+        }
+    }
+}
+
 /// [`record_update`] with the `managedFields` a request sent (which replace the live
 /// ones), decoded.
 fn record_update_over(
@@ -268,15 +291,12 @@ fn record_update_over(
     operation: &str,
     now: &str,
 ) {
-    let updater = Manager {
-        name: field_manager.to_owned(),
-        operation: operation.to_owned(),
-        api_version: api_version(updated, live),
-        subresource: String::new(),
-    };
-    let diff = Diff::between(live, updated);
-    let changed = diff.added.union(&diff.modified);
-    let taken = changed.union(&diff.removed);
+    let Update {
+        updater,
+        changed,
+        removed,
+        taken,
+    } = Update::of(field_manager, operation, live, updated);
     let mut own = FieldSet::default();
     let mut own_time = None;
     entries.retain_mut(|entry| {
@@ -288,7 +308,7 @@ fn record_update_over(
         entry.fields = entry.fields.difference(&taken);
         true
     });
-    let own = own.difference(&diff.removed).union(&changed);
+    let own = own.difference(&removed).union(&changed);
     if !changed.is_empty() || own_time.is_none() {
         own_time = Some(now.to_owned());
     }

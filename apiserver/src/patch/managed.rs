@@ -64,36 +64,9 @@ pub struct ManagedEntry {
 /// The entries of `object`'s `metadata.managedFields`. Entries that are not
 /// `FieldsV1` or do not decode are dropped, as kube drops invalid managed fields.
 pub fn decode_managed_fields(object: &Value) -> Vec<ManagedEntry> {
-    let Some(entries) = object
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-    else {
-        return Vec::new();
-    };
-    entries
-        .iter()
-        .filter_map(|entry| {
-            let text = |key: &str| {
-                entry
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let fields = FieldSet::from_fields_v1(entry.get("fieldsV1")?).ok()?;
-            (text("fieldsType") == "FieldsV1" && !text("manager").is_empty()).then(|| {
-                ManagedEntry {
-                    manager: Manager {
-                        name: text("manager"),
-                        operation: text("operation"),
-                        api_version: text("apiVersion"),
-                        subresource: text("subresource"),
-                    },
-                    time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
-                    fields,
-                }
-            })
-        })
+    encoded_managed_fields(object)
+        .into_iter()
+        .filter_map(EncodedEntry::decode)
         .collect()
 }
 
@@ -107,6 +80,17 @@ pub struct EncodedEntry {
     pub time: Option<String>,
     /// What it owns, as `FieldsV1`.
     pub fields_v1: Value,
+}
+
+impl EncodedEntry {
+    /// The entry with its fields decoded; `None` if they do not decode.
+    pub fn decode(self) -> Option<ManagedEntry> {
+        Some(ManagedEntry {
+            fields: FieldSet::from_fields_v1(&self.fields_v1).ok()?,
+            manager: self.manager,
+            time: self.time,
+        })
+    }
 }
 
 /// The entries of `object`'s `metadata.managedFields`, fields still encoded. Entries
