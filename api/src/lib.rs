@@ -29,6 +29,7 @@ pub mod operation;
 pub mod operation_role;
 pub mod party;
 pub mod plan;
+pub mod plan_lifecycle;
 pub mod policy;
 pub mod role;
 pub mod rollout;
@@ -59,6 +60,10 @@ pub use operation::{EntityKind, EntityRef, Operation};
 pub use operation_role::{OperationRole, OperationRoleSpec, Principal, PrincipalError};
 pub use party::Party;
 pub use plan::{Approval, Plan, PlanPhase, PlanSpec, PlanStatus, ResolvedRole, RoleLevel, Verdict};
+pub use plan_lifecycle::{
+    APPROVERS, ApprovalDecision, ApprovalRequest, ChangeAction, FieldChange, PlanDiff,
+    ResourceChange,
+};
 pub use policy::{Enforcement, Policy, PolicyInput, PolicySpec, PolicyStatus};
 pub use role::{InlinePolicy, Permissions, PermissionsBoundary, RoleSpec, RoleType};
 pub use rollout::{

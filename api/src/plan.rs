@@ -3,6 +3,7 @@
 //! so a change means a new Plan.
 
 use crate::operation::{EntityKind, EntityRef, Operation};
+use crate::plan_lifecycle::{ApprovalDecision, PlanDiff};
 use crate::policy::Enforcement;
 use crate::role::validate_role_name;
 use crate::validation::{FieldError, NameRule, Validate, validate_name, validate_object_name};
@@ -39,6 +40,7 @@ use std::collections::BTreeMap;
     printcolumn(name = "Role", type_ = "string", json_path = ".status.role.name"),
     printcolumn(name = "Level", type_ = "string", json_path = ".status.role.level"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Changes", type_ = "string", json_path = ".status.diff.short"),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -89,7 +91,12 @@ pub struct PlanStatus {
     /// Policy results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verdicts: Vec<Verdict>,
-    /// The approval, bound to the content hash.
+    /// The real change the runner computed against live state (terraform plan,
+    /// Kubernetes dry-run), bounded and secret-free; approvals bind to its `hash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<PlanDiff>,
+    /// The decision of a person (`plans/NAME/approval`), bound to the content hash and
+    /// the diff hash. Written only by the API server, never through `status`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approval>,
     /// Runner that claimed the Plan.
@@ -104,6 +111,11 @@ pub struct PlanStatus {
     /// Human-readable reason for the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Machine-readable reason for the phase, e.g. `NoChanges` (a Succeeded Plan whose
+    /// diff was empty: nothing was applied) or `Replanned` (live state moved after
+    /// approval; the Plan asks again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Outputs of the applied entity (Terraform outputs, stack outputs, ...).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "any_value_map")]
@@ -117,17 +129,32 @@ pub struct PlanStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// Lifecycle phase of a Plan.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
-#[allow(missing_docs)]
+/// Lifecycle phase of a Plan; the transitions and who may make each are in
+/// [`crate::plan_lifecycle`].
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
 pub enum PlanPhase {
+    /// Made, not yet looked at by the gate.
     Pending,
+    /// Refused by the gate (role chain, vendor policy on the rendered state), by a
+    /// person, or by the runner's policies on the real diff. Terminal.
     Denied,
-    AwaitingApproval,
-    Approved,
+    /// Passed the gate; waiting for the install's runner.
+    Ready,
+    /// A runner holds it (fenced by resourceVersion).
     Claimed,
-    Running,
+    /// The runner computes the real diff against live state.
+    Planning,
+    /// The runner has posted the real diff (`status.diff`).
+    Planned,
+    /// The diff waits for a person's decision (`plans/NAME/approval`).
+    AwaitingApproval,
+    /// A person approved exactly `status.diff.hash`; waiting for the runner to apply.
+    Approved,
+    /// The runner applies the saved artefact.
+    Applying,
+    /// Applied (or nothing to apply: reason `NoChanges`). Terminal.
     Succeeded,
+    /// Failed while planning or applying. Terminal.
     Failed,
 }
 
@@ -171,7 +198,7 @@ pub enum RoleLevel {
 }
 
 /// The result of one policy on a Plan.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Verdict {
     /// Policy name.
@@ -180,21 +207,38 @@ pub struct Verdict {
     pub enforcement: Enforcement,
     /// Whether the policy denied the Plan (only with `deny` enforcement).
     pub denied: bool,
+    /// Whether the policy asks a person to approve the Plan (an `approve` enforcement
+    /// whose `deny` rule fired).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval_required: bool,
+    /// Whether the verdict is a customer-local policy's, evaluated by the runner.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
     /// The policy's `deny`/`warn` messages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
 }
 
-/// An approval of a Plan's content.
+/// A person's decision on a Plan's real diff, recorded by the API server from the
+/// authenticated user of the `plans/NAME/approval` request and its own clock.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
-    /// Who approved (user name, or `approve-all`).
+    /// Approve or deny.
+    #[serde(default)]
+    pub decision: ApprovalDecision,
+    /// Who decided: the authenticated user's name.
     pub by: String,
-    /// When.
+    /// When (the API server's clock).
     pub at: Time,
-    /// Content hash approved; the approval is void if it differs from the spec's.
+    /// Content hash of the spec decided on; the approval is void if it differs.
     pub content_hash: String,
+    /// The diff decided on (`status.diff.hash`); the runner applies only this diff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_hash: Option<String>,
+    /// Why, as the person said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Validate for Plan {
@@ -269,12 +313,21 @@ impl Validate for Plan {
 impl PlanStatus {
     /// The status merge patch that approves an `AwaitingApproval` Plan: phase
     /// `Approved` and an [`Approval`] by `by`, bound to the Plan's `content_hash`.
-    /// Send it with the Plan's resourceVersion so it never overwrites a decision made
-    /// meanwhile.
+    ///
+    /// # Warning
+    /// Being replaced by the `plans/NAME/approval` subresource (the server will refuse
+    /// approvals written through `status`).
     pub fn approval_patch(by: &str, content_hash: &str, at: Time) -> Value {
         serde_json::json!({
             "phase": PlanPhase::Approved,
-            "approval": Approval { by: by.to_owned(), at, content_hash: content_hash.to_owned() },
+            "approval": Approval {
+                decision: ApprovalDecision::Approve,
+                by: by.to_owned(),
+                at,
+                content_hash: content_hash.to_owned(),
+                diff_hash: None,
+                reason: None,
+            },
         })
     }
 

@@ -114,6 +114,9 @@ pub enum Enforcement {
     Deny,
     /// The result is recorded as a warning; the Plan goes on.
     Warn,
+    /// The Plan waits for a person's approval of its real diff (even on an install
+    /// whose approval mode is `approve-all`).
+    Approve,
 }
 
 impl Validate for Policy {

@@ -491,8 +491,9 @@ impl SimulatedRunner {
                         seen.0 += 1;
                         seen.1 = Some(Instant::now());
                     }
-                    let approved =
-                        plan.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Approved);
+                    let approved = outpost_runner::claim::claimable(
+                        plan.status.as_ref().and_then(|s| s.phase),
+                    );
                     async move { approved.then_some(name) }
                 })
                 .for_each_concurrent(64, |name| {

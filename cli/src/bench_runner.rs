@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
@@ -407,7 +406,8 @@ impl Observed {
                     if matches!(
                         phase,
                         PlanPhase::Claimed
-                            | PlanPhase::Running
+                            | PlanPhase::Planning
+                            | PlanPhase::Applying
                             | PlanPhase::Succeeded
                             | PlanPhase::Failed
                     ) {
@@ -447,9 +447,8 @@ async fn create_plan(plans: &Api<Plan>, name: &str) -> anyhow::Result<String> {
 /// Approves Plan `name` for `hash`; returns when the approval was sent.
 async fn approve(plans: &Api<Plan>, name: &str, hash: &str) -> anyhow::Result<Instant> {
     let status = json!({"status": {
-        "phase": "Approved",
+        "phase": "Ready",
         "role": {"name": "bench-maintenance", "level": "default"},
-        "approval": {"by": "bench", "at": Time(jiff::Timestamp::now()), "contentHash": hash},
     }});
     let sent = Instant::now();
     plans

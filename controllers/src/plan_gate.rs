@@ -12,13 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, Patch, PatchParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::reflector::{self, ObjectRef, Store};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{Approval, ApprovalMode, Install, Plan, PlanPhase, PlanStatus, Verdict};
+use outpost_api::{ApprovalMode, Install, Plan, PlanPhase, PlanStatus, Verdict};
 
 use crate::app_cache::AppCache;
 use crate::role_chain::resolve_role;
@@ -183,18 +182,13 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
         ));
     }
 
-    let content_hash = plan.spec.content_hash.clone().unwrap_or_default();
-    match install.spec.approval_mode() {
-        ApprovalMode::ApproveAll => {
-            status.phase = Some(PlanPhase::Approved);
-            status.approval = Some(Approval {
-                by: "approval mode approve-all".into(),
-                at: Time(jiff::Timestamp::now()),
-                content_hash,
-            });
-        }
-        ApprovalMode::Prompt => status.phase = Some(PlanPhase::AwaitingApproval),
-    }
+    // The Plan goes to its runner, which plans against live state; whether a person
+    // must approve (the install's approval mode, an `approve` policy) is decided on the
+    // real diff, not here.
+    status.phase = Some(match install.spec.approval_mode() {
+        ApprovalMode::ApproveAll => PlanPhase::Ready,
+        ApprovalMode::Prompt => PlanPhase::AwaitingApproval,
+    });
     Ok(Some(status))
 }
 

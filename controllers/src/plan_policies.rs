@@ -60,6 +60,7 @@ pub fn check_plan(plan: &Plan, policies: &[Policy]) -> Vec<Verdict> {
                 enforcement: meta.enforcement,
                 denied: true,
                 messages: vec![format!("the policy does not compile: {err}")],
+                ..Default::default()
             }),
         }
     }

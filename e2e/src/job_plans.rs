@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::Plan;
 use serde_json::json;
@@ -81,9 +80,8 @@ pub async fn approved_job_plan(plans: &Api<Plan>, name: &str) {
         .await
         .expect("the Plan is created");
     let status = json!({"status": {
-        "phase": "Approved",
+        "phase": "Ready",
         "role": {"name": "acme-maintenance", "level": "default"},
-        "approval": {"by": "test", "at": Time(jiff::Timestamp::now()), "contentHash": hash},
     }});
     plans
         .patch_status(name, &PatchParams::default(), &Patch::Merge(status))

@@ -146,7 +146,7 @@ fn outputs(plan: &Plan) -> Value {
     }
 }
 
-/// Plays the runner: Approved → Running (log `applying NAME`) → Succeeded (log
+/// Plays the runner: Ready → Applying (log `applying NAME`) → Succeeded (log
 /// `applied NAME`, outputs), one step per pass.
 async fn play_runner(plans: Api<Plan>) {
     loop {
@@ -154,8 +154,10 @@ async fn play_runner(plans: Api<Plan>) {
             for plan in listed.items {
                 let name = plan.metadata.name.clone().unwrap();
                 let status = match phase_of(&plan).as_str() {
-                    "Approved" => json!({"phase": "Running", "log": format!("applying {name}\n")}),
-                    "Running" => json!({
+                    "Ready" | "Approved" => {
+                        json!({"phase": "Applying", "log": format!("applying {name}\n")})
+                    }
+                    "Applying" => json!({
                         "phase": "Succeeded",
                         "finishedAt": jiff::Timestamp::now().to_string(),
                         "log": format!("applying {name}\napplied {name}\n"),
@@ -560,7 +562,7 @@ async fn deploy_asks_the_install_controller_for_a_plan_like_its_own() {
     assert!(name.starts_with("globex-deploy-cache-"), "{name}");
     // Progress: the phase changes it saw on standard error (polled, so a short-lived
     // phase may pass unseen), in lifecycle order, ending with Succeeded.
-    let order = ["Pending", "Approved", "Claimed", "Running", "Succeeded"];
+    let order = ["Pending", "Ready", "Applying", "Succeeded"];
     let seen: Vec<usize> = deployed
         .stderr
         .lines()

@@ -81,7 +81,10 @@ impl SimulatedRunner {
 
     fn ours(&self, plan: &Plan) -> bool {
         plan.status.as_ref().and_then(|s| s.claimed_by.as_deref()) == Some(self.name.as_str())
-            && matches!(phase(plan), Some(PlanPhase::Claimed | PlanPhase::Running))
+            && matches!(
+                phase(plan),
+                Some(PlanPhase::Claimed | PlanPhase::Planning | PlanPhase::Applying)
+            )
     }
 
     async fn handle(&mut self, plans: &Api<Plan>, plan: Plan) -> anyhow::Result<()> {
@@ -89,7 +92,7 @@ impl SimulatedRunner {
         match (phase(&plan), stage) {
             // Like the real runner, a Plan it has handled is never taken again, even
             // if it were approved again.
-            (Some(PlanPhase::Approved), None | Some(Stage::Claiming { .. })) => {
+            (Some(PlanPhase::Ready | PlanPhase::Approved), None | Some(Stage::Claiming { .. })) => {
                 self.take(plans, &plan).await
             }
             // A claim whose answer never came, or that was never applied.
@@ -116,7 +119,7 @@ impl SimulatedRunner {
             // Lost — unless an earlier attempt whose answer never came did win.
             Claim::Lost => match plans.get_opt(&plan.name_any()).await? {
                 Some(current) if self.ours(&current) => self.apply(plans, &current).await,
-                Some(current) if phase(&current) == Some(PlanPhase::Approved) => Ok(()),
+                Some(current) if outpost_runner::claim::claimable(phase(&current)) => Ok(()),
                 _ => {
                     self.record(plan, Stage::Lost);
                     Ok(())

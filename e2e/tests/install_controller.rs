@@ -46,7 +46,7 @@ async fn play_runner(
                 .as_ref()
                 .and_then(|s| s.phase)
                 .map(|p| format!("{p:?}"))
-                == Some("Approved".into());
+                == Some("Ready".into());
             if !approved {
                 continue;
             }

@@ -97,7 +97,7 @@ async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {
             None,
             "matrix",
             format!("{globex}-provision"),
-            "Approved",
+            "Ready",
         ),
         (
             "cache-teardown",
@@ -119,7 +119,7 @@ async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {
             None,
             "entity",
             format!("{globex}-provision"),
-            "Approved",
+            "Ready",
         ),
         (
             "migrate-run",
@@ -130,7 +130,7 @@ async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {
             None,
             "default",
             format!("{globex}-maintenance"),
-            "Approved",
+            "Ready",
         ),
         (
             "upgrade",

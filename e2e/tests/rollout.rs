@@ -70,7 +70,7 @@ impl SimulatedRunner {
                 .boxed();
             while let Some(event) = events.next().await {
                 let Ok(plan) = event else { continue };
-                if plan.status.as_ref().and_then(|s| s.phase) != Some(PlanPhase::Approved) {
+                if !outpost_runner::claim::claimable(plan.status.as_ref().and_then(|s| s.phase)) {
                     continue;
                 }
                 let fail = fails.lock().unwrap().contains(&plan.spec.install);

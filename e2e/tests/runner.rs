@@ -533,7 +533,11 @@ async fn with_the_apiserver_down_the_runner_finishes_and_reports_once_it_is_back
     );
     eventually(20, "the first plan to run", async || {
         let plan = plans.get(&first).await.ok()?;
-        (phase(&plan) == Some(PlanPhase::Running)).then_some(())
+        matches!(
+            phase(&plan),
+            Some(PlanPhase::Planning | PlanPhase::Applying)
+        )
+        .then_some(())
     })
     .await;
     cp.stop();

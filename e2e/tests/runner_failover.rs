@@ -292,7 +292,7 @@ async fn the_runner_moves_between_replicas_as_each_is_killed_and_runs_every_plan
         let items = plans.list(&ListParams::default()).await.ok()?.items;
         items
             .iter()
-            .any(|p| phase(p) == Some(PlanPhase::Running))
+            .any(|p| matches!(phase(p), Some(PlanPhase::Planning | PlanPhase::Applying)))
             .then_some(())
     })
     .await;

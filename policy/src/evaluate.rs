@@ -44,6 +44,9 @@ pub struct PolicyVerdict {
     pub denials: Vec<String>,
     /// Messages that only warn, including a `warn`-enforced policy's `deny` results.
     pub warnings: Vec<String>,
+    /// Messages that ask a person to approve: an `approve`-enforced policy's `deny`
+    /// results (and its evaluation errors: it fails closed, to a person).
+    pub approvals: Vec<String>,
 }
 
 impl PolicyVerdict {
@@ -51,18 +54,27 @@ impl PolicyVerdict {
     pub fn denied(&self) -> bool {
         !self.denials.is_empty()
     }
+
+    /// Whether the policy asks for a person's approval of the input.
+    pub fn approval_required(&self) -> bool {
+        !self.approvals.is_empty()
+    }
 }
 
 impl From<PolicyVerdict> for Verdict {
     fn from(v: PolicyVerdict) -> Self {
         let denied = v.denied();
+        let approval_required = v.approval_required();
         let mut messages = v.denials;
+        messages.extend(v.approvals);
         messages.extend(v.warnings);
         Verdict {
             policy: v.policy,
             enforcement: v.enforcement,
             denied,
+            approval_required,
             messages,
+            local: false,
         }
     }
 }
@@ -101,6 +113,14 @@ pub fn evaluate(
                     enforcement: meta.enforcement,
                     denials: deny,
                     warnings: warn,
+                    approvals: Vec::new(),
+                },
+                Enforcement::Approve => PolicyVerdict {
+                    policy: meta.name.clone(),
+                    enforcement: meta.enforcement,
+                    denials: Vec::new(),
+                    warnings: warn,
+                    approvals: deny,
                 },
                 Enforcement::Warn => {
                     deny.extend(warn);
@@ -109,6 +129,7 @@ pub fn evaluate(
                         enforcement: meta.enforcement,
                         denials: Vec::new(),
                         warnings: deny,
+                        approvals: Vec::new(),
                     }
                 }
             }

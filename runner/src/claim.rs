@@ -18,11 +18,17 @@ pub enum Claim {
     Lost,
 }
 
-/// Why the Plan must not run even though it is approved, if it must not.
+/// Whether a runner may claim a Plan in `phase`: `Ready` (passed the gate) or
+/// `Approved` (a person approved it).
+pub fn claimable(phase: Option<PlanPhase>) -> bool {
+    matches!(phase, Some(PlanPhase::Ready | PlanPhase::Approved))
+}
+
+/// Why the Plan must not run even though it is claimable, if it must not: its desired
+/// state does not match its content hash, or an approval is of other content.
 pub fn refusal(plan: &Plan) -> Option<&'static str> {
-    let approved = plan
-        .status
-        .as_ref()
+    let status = plan.status.as_ref();
+    let approved = status
         .and_then(|s| s.approval.as_ref())
         .map(|a| a.content_hash.as_str());
     let desired = plan
@@ -30,15 +36,18 @@ pub fn refusal(plan: &Plan) -> Option<&'static str> {
         .desired_state
         .as_ref()
         .map(outpost_api::content_hash);
-    match (approved, plan.spec.content_hash.as_deref()) {
-        (Some(approved), Some(spec)) if approved == spec && desired.as_deref() == Some(spec) => {
-            None
-        }
-        _ => Some(STALE),
+    let spec = plan.spec.content_hash.as_deref();
+    if spec.is_none() || desired.as_deref() != spec {
+        return Some(STALE);
+    }
+    match (status.and_then(|s| s.phase), approved) {
+        (Some(PlanPhase::Approved), Some(approved)) if Some(approved) == spec => None,
+        (Some(PlanPhase::Approved), _) => Some(STALE),
+        _ => None,
     }
 }
 
-/// Claims `plan` (as last seen, in phase `Approved`) for `runner`: phase `Claimed`,
+/// Claims `plan` (as last seen, in phase `Ready` or `Approved`) for `runner`: phase `Claimed`,
 /// `claimedBy`, `startedAt`, sent with the seen resourceVersion.
 pub async fn claim(
     api: &Api<Plan>,
@@ -47,7 +56,7 @@ pub async fn claim(
 ) -> Result<Claim, kube_client::Error> {
     let mut claimed = plan.clone();
     let status = claimed.status.get_or_insert_with(Default::default);
-    if status.phase != Some(PlanPhase::Approved) {
+    if !claimable(status.phase) {
         return Ok(Claim::Lost);
     }
     status.phase = Some(PlanPhase::Claimed);
@@ -56,7 +65,7 @@ pub async fn claim(
     fenced_update(api, &claimed).await
 }
 
-/// Fails `plan` (as last seen, in phase `Approved`) with `message`, fenced like a claim:
+/// Fails `plan` (as last seen, in phase `Ready` or `Approved`) with `message`, fenced like a claim:
 /// a refused Plan is also claimed by exactly one runner.
 pub async fn refuse(
     api: &Api<Plan>,
@@ -66,7 +75,7 @@ pub async fn refuse(
 ) -> Result<Claim, kube_client::Error> {
     let mut refused = plan.clone();
     let status = refused.status.get_or_insert_with(Default::default);
-    if status.phase != Some(PlanPhase::Approved) {
+    if !claimable(status.phase) {
         return Ok(Claim::Lost);
     }
     let now = Time(jiff::Timestamp::now());

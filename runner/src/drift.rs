@@ -269,7 +269,13 @@ fn busy(session: &Session, component: &str) -> bool {
             Some(Stage::Claiming { .. } | Stage::Claimed | Stage::Applying { .. }) => true,
             None => matches!(
                 plan.status.as_ref().and_then(|s| s.phase),
-                Some(PlanPhase::Approved | PlanPhase::Claimed | PlanPhase::Running)
+                Some(
+                    PlanPhase::Ready
+                        | PlanPhase::Approved
+                        | PlanPhase::Claimed
+                        | PlanPhase::Planning
+                        | PlanPhase::Applying
+                )
             ),
         }
     })

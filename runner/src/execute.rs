@@ -437,11 +437,11 @@ fn local_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(
 /// Best effort: tells the control plane the Plan is running. The runner goes on
 /// without it (the final phase follows through the reporter).
 async fn set_running(session: &Session, name: &str) {
-    let patch = Patch::Merge(json!({"status": {"phase": "Running"}}));
+    let patch = Patch::Merge(json!({"status": {"phase": "Planning"}}));
     let params = PatchParams::default();
     let result = crate::retry::retry(2, || session.plans.patch_status(name, &params, &patch)).await;
     if let Err(e) = result {
-        tracing::warn!(plan = %name, error = %e, "cannot set phase Running; going on");
+        tracing::warn!(plan = %name, error = %e, "cannot set phase Planning; going on");
     }
 }
 

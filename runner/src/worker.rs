@@ -60,7 +60,7 @@ fn next_approved(session: &Session) -> Option<Plan> {
         .store
         .state()
         .into_iter()
-        .filter(|p| phase(p) == Some(PlanPhase::Approved))
+        .filter(|p| crate::claim::claimable(phase(p)))
         .filter(|p| p.spec.install == session.install)
         .filter(|p| {
             matches!(
@@ -158,7 +158,7 @@ async fn take(session: &Session, plan: &Plan) {
                 refused(session, &current, reason);
                 return;
             }
-            (Some(current), _) if phase(&current) == Some(PlanPhase::Approved) => {
+            (Some(current), _) if crate::claim::claimable(phase(&current)) => {
                 // Changed under us but still approved: claim it as it is now.
                 plan = current;
                 continue;
@@ -191,7 +191,10 @@ fn refused_by_us(session: &Session, plan: &Plan, reason: &str) -> bool {
 /// Whether the Plan is claimed by this runner and not finished.
 fn ours(session: &Session, plan: &Plan) -> bool {
     plan.status.as_ref().and_then(|s| s.claimed_by.as_deref()) == Some(session.name.as_str())
-        && matches!(phase(plan), Some(PlanPhase::Claimed | PlanPhase::Running))
+        && matches!(
+            phase(plan),
+            Some(PlanPhase::Claimed | PlanPhase::Planning | PlanPhase::Applying)
+        )
 }
 
 /// The Plan as stored now, waiting for the control plane as long as it takes; `None`
@@ -243,7 +246,7 @@ async fn recover(session: &Session) {
             continue;
         }
         let claiming = matches!(entry.stage, Stage::Claiming { .. });
-        if claiming && phase(&plan) == Some(PlanPhase::Approved) {
+        if claiming && crate::claim::claimable(phase(&plan)) {
             continue; // the claim never landed: the worker loop claims it again
         }
         if !ours(session, &plan) {

@@ -63,7 +63,7 @@ impl Shared {
         if phase.is_some_and(|p| p != PlanPhase::Pending) {
             sighting.gated.get_or_insert(now);
         }
-        if phase == Some(PlanPhase::Approved) {
+        if outpost_runner::claim::claimable(phase) {
             sighting.approved.get_or_insert(now);
         }
     }
@@ -204,7 +204,7 @@ impl Runner {
     /// Records the sighting; claims an approved Plan and reports it succeeded.
     async fn handle(&self, plan: Plan) {
         self.shared.see(&plan, Instant::now());
-        if plan.status.as_ref().and_then(|s| s.phase) != Some(PlanPhase::Approved)
+        if !outpost_runner::claim::claimable(plan.status.as_ref().and_then(|s| s.phase))
             || refusal(&plan).is_some()
         {
             return;

@@ -179,6 +179,7 @@ async fn verdicts(session: &Session, spec: &DriftReportSpec) -> Vec<Verdict> {
                     "local policies in {} cannot be loaded: {e:#}",
                     dir.display()
                 )],
+                ..Default::default()
             }),
         }
     }
@@ -194,6 +195,7 @@ async fn verdicts(session: &Session, spec: &DriftReportSpec) -> Vec<Verdict> {
                         enforcement: meta.enforcement,
                         denied: true,
                         messages: vec![format!("the policy does not compile: {e}")],
+                        ..Default::default()
                     }),
                 }
             }

@@ -143,7 +143,15 @@ pub fn cell(inputs: &CellInputs<'_>) -> Cell {
         (CellState::RunnerOffline, "runner offline".to_owned())
     } else if matches!(
         plan_phase,
-        Some(PlanPhase::Pending | PlanPhase::Approved | PlanPhase::Claimed | PlanPhase::Running)
+        Some(
+            PlanPhase::Pending
+                | PlanPhase::Ready
+                | PlanPhase::Approved
+                | PlanPhase::Claimed
+                | PlanPhase::Planning
+                | PlanPhase::Planned
+                | PlanPhase::Applying
+        )
     ) || inputs.latest_plan.is_some_and(|p| p.status.is_none())
         || matches!(
             component_phase,
