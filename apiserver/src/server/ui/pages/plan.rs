@@ -169,7 +169,7 @@ async fn render(
             p { "Control plane, on the rendered desired state: " (verdict_pills(&status.verdicts)) }
             @for v in &status.verdicts {
                 @for m in &v.messages {
-                    p.muted { (v.policy) " (" (match v.enforcement { Enforcement::Deny => "deny", Enforcement::Warn => "warn" }) "): " (m) }
+                    p.muted { (v.policy) " (" (match v.enforcement { Enforcement::Deny => "deny", Enforcement::Warn => "warn", Enforcement::Approve => "approve" }) "): " (m) }
                 }
             }
             @if !runner_verdicts.is_empty() {
