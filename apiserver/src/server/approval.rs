@@ -75,7 +75,7 @@ fn install_policy(state: &ServerState, namespace: Option<&str>, install: &str) -
         .config
         .registry
         .get(outpost_api::GROUP, outpost_api::VERSION, "installs")
-        .and_then(|rt| state.cache(rt).ok())
+        .and_then(|rt| state.cache(&rt).ok())
         .and_then(|cache| cache.get(namespace, install))
         .and_then(|cached| serde_json::from_slice::<Stored>(cached.json()).ok())
         .and_then(|i| i.spec?.approval_mode)

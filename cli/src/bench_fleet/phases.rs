@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
-use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::Client;
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::{Install, Operation, Plan, PlanPhase, PlanRequest};
 use serde_json::json;
 

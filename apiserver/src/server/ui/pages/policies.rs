@@ -96,6 +96,7 @@ pub async fn page(session: Session, State(state): State<Arc<ServerState>>) -> Re
                     @match policy.spec.enforcement.unwrap_or(Enforcement::Deny) {
                         Enforcement::Deny => span.pill.bad { "deny" },
                         Enforcement::Warn => span.pill.warn { "warn" },
+                        Enforcement::Approve => span.pill.warn { "approve" },
                     }
                     span.muted {
                         " app " (policy.spec.app.as_deref().unwrap_or("any"))
