@@ -310,38 +310,6 @@ impl Validate for Plan {
     }
 }
 
-impl PlanStatus {
-    /// The status merge patch that approves an `AwaitingApproval` Plan: phase
-    /// `Approved` and an [`Approval`] by `by`, bound to the Plan's `content_hash`.
-    ///
-    /// # Warning
-    /// Being replaced by the `plans/NAME/approval` subresource (the server will refuse
-    /// approvals written through `status`).
-    pub fn approval_patch(by: &str, content_hash: &str, at: Time) -> Value {
-        serde_json::json!({
-            "phase": PlanPhase::Approved,
-            "approval": Approval {
-                decision: ApprovalDecision::Approve,
-                by: by.to_owned(),
-                at,
-                content_hash: content_hash.to_owned(),
-                diff_hash: None,
-                reason: None,
-            },
-        })
-    }
-
-    /// The status merge patch that denies an `AwaitingApproval` Plan: phase `Denied`,
-    /// "denied by USER: why", finished at `at`.
-    pub fn denial_patch(by: &str, reason: &str, at: Time) -> Value {
-        serde_json::json!({
-            "phase": PlanPhase::Denied,
-            "message": format!("denied by {by}: {reason}"),
-            "finishedAt": at,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

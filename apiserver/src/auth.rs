@@ -2,7 +2,8 @@
 //! authorization by group.
 //!
 //! Groups: `outpost:admins` may do everything; `outpost:viewers` may get, list and
-//! watch; runners (`outpost:runners`, authenticated by [`RunnerToken`]s) reach only
+//! watch; `outpost:approvers` ([`APPROVERS`]) may read like viewers and decide on Plans
+//! (`plans/NAME/approval`); runners (`outpost:runners`, authenticated by [`RunnerToken`]s) reach only
 //! their own install's objects ([`authorize_runner`]). Health, readiness and
 //! `/version` need no token.
 
@@ -12,6 +13,7 @@ mod runner_token;
 use std::collections::HashMap;
 use std::path::Path;
 
+pub use outpost_api::plan_lifecycle::APPROVERS;
 pub use runner_access::{
     Access, INSTALL_LABEL, InstallScope, Owner, SCOPE_FIELD, authorize_runner, object_forbidden,
 };
@@ -161,18 +163,21 @@ pub trait Authorizer: Send + Sync + 'static {
     fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String>;
 }
 
-/// `outpost:admins` may do everything, `outpost:viewers` may read and watch, runners
-/// reach their own install ([`authorize_runner`]); any authenticated user may read
-/// discovery, OpenAPI and version information.
+/// `outpost:admins` may do everything, `outpost:viewers` may read and watch,
+/// `outpost:approvers` may read and watch and decide on Plans, runners reach their own
+/// install ([`authorize_runner`]); any authenticated user may read discovery, OpenAPI
+/// and version information.
 #[derive(Clone, Debug, Default)]
 pub struct GroupAuthorizer;
 
 impl Authorizer for GroupAuthorizer {
     fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String> {
         let admin = user.groups.iter().any(|g| g == ADMINS);
-        let viewer = user.groups.iter().any(|g| g == VIEWERS);
+        let approver = user.groups.iter().any(|g| g == APPROVERS);
+        let viewer = approver || user.groups.iter().any(|g| g == VIEWERS);
         match request {
             RequestInfo::Resource(r) if admin || (viewer && r.verb.is_read()) => Ok(Access::Full),
+            RequestInfo::Resource(r) if approver && decides_on_plan(r) => Ok(Access::Full),
             RequestInfo::Resource(r) => match runner_install(user) {
                 Some((namespace, install)) => authorize_runner(namespace, install, r)
                     .map_err(|why| format!("{}: {why}", forbidden_message(user, r))),
@@ -185,6 +190,18 @@ impl Authorizer for GroupAuthorizer {
             )),
         }
     }
+}
+
+/// Whether `r` is a decision on a Plan (`PATCH`/`PUT plans/NAME/approval`).
+fn decides_on_plan(r: &ResourceRequest) -> bool {
+    r.group == outpost_api::GROUP
+        && r.resource == "plans"
+        && r.subresource.as_deref() == Some("approval")
+        && r.name.is_some()
+        && matches!(
+            r.verb,
+            crate::request::Verb::Patch | crate::request::Verb::Update
+        )
 }
 
 /// The message kube-apiserver gives for a forbidden resource request.
@@ -267,5 +284,43 @@ mod tests {
             groups: vec![],
         };
         assert!(GroupAuthorizer.authorize(&nobody, &get).is_err());
+    }
+
+    #[test]
+    fn approvers_read_and_decide_on_plans_only() {
+        let approver = User {
+            name: "ann".into(),
+            uid: "4".into(),
+            groups: vec![APPROVERS.into()],
+        };
+        let viewer = User {
+            name: "v".into(),
+            uid: "1".into(),
+            groups: vec![VIEWERS.into()],
+        };
+        let plans = "/apis/outpost.dev/v1alpha1/namespaces/x/plans";
+        let request = |method: Method, path: &str| RequestInfo::parse(&method, path, false);
+        let decide = request(Method::PATCH, &format!("{plans}/p/approval"));
+        assert!(GroupAuthorizer.authorize(&approver, &decide).is_ok());
+        assert!(
+            GroupAuthorizer
+                .authorize(&approver, &request(Method::GET, plans))
+                .is_ok()
+        );
+        assert!(GroupAuthorizer.authorize(&viewer, &decide).is_err());
+        for other in [
+            request(Method::PATCH, &format!("{plans}/p/status")),
+            request(Method::PATCH, &format!("{plans}/p")),
+            request(Method::DELETE, &format!("{plans}/p")),
+            request(
+                Method::PATCH,
+                "/apis/outpost.dev/v1alpha1/namespaces/x/installs/p/approval",
+            ),
+        ] {
+            assert!(
+                GroupAuthorizer.authorize(&approver, &other).is_err(),
+                "{other:?}"
+            );
+        }
     }
 }

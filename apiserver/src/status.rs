@@ -71,6 +71,15 @@ pub enum ApiError {
         /// Why.
         reason: String,
     },
+    /// 409 for a write the object's state does not allow (a Plan's lifecycle); unlike
+    /// [`ApiError::Conflict`], retrying the same write does not help.
+    #[error("Operation cannot be fulfilled on {} {:?}: {reason}", .subject.qualified_resource(), .subject.name)]
+    Refused {
+        /// The object.
+        subject: Subject,
+        /// Why.
+        reason: String,
+    },
     /// 422 with field causes.
     #[error("{} {:?} is invalid: {}", .subject.qualified_kind(), .subject.name, join_causes(.causes))]
     Invalid {
@@ -155,7 +164,9 @@ impl ApiError {
     pub fn code(&self) -> StatusCode {
         match self {
             ApiError::NotFound(_) | ApiError::NoRoute => StatusCode::NOT_FOUND,
-            ApiError::AlreadyExists(_) | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::AlreadyExists(_) | ApiError::Conflict { .. } | ApiError::Refused { .. } => {
+                StatusCode::CONFLICT
+            }
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -174,7 +185,7 @@ impl ApiError {
         match self {
             ApiError::NotFound(_) | ApiError::NoRoute => "NotFound",
             ApiError::AlreadyExists(_) => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::Refused { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",
@@ -202,7 +213,8 @@ impl ApiError {
         let details = match self {
             ApiError::NotFound(s)
             | ApiError::AlreadyExists(s)
-            | ApiError::Conflict { subject: s, .. } => {
+            | ApiError::Conflict { subject: s, .. }
+            | ApiError::Refused { subject: s, .. } => {
                 Some(json!({"name": s.name, "group": s.group, "kind": s.resource}))
             }
             ApiError::Invalid { subject, causes } => Some(json!({

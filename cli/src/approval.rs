@@ -1,22 +1,34 @@
-//! `outpost approve PLAN` and `outpost deny PLAN`: decide a Plan that waits for approval.
+//! `outpost approve` and `outpost deny`: decide on the diff of a Plan that waits for
+//! approval, through `PATCH plans/NAME/approval`. The API server records who decided
+//! (the authenticated user) and when (its clock), and accepts the decision only for the
+//! diff it names (`diffHash`): what was shown here is what gets applied.
 //!
-//! An approval binds to the Plan's content hash (the runner refuses a Plan whose hash
-//! moved since); both are status updates fenced by the Plan's resourceVersion, so a
-//! decision never overwrites one made meanwhile.
+//! `outpost approve --selector L --diff-hash H` approves, one by one, every Plan
+//! awaiting approval that matches `L` and whose diff is exactly `H` (fleet approval: the
+//! same reviewed change on many installs).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube_client::ResourceExt as _;
-use kube_client::api::{Api, Patch, PatchParams};
-use outpost_api::{Plan, PlanPhase, PlanStatus};
+use kube_client::api::{Api, ListParams, Patch, PatchParams};
+use outpost_api::plan_lifecycle::{ApprovalDecision, ApprovalRequest};
+use outpost_api::{Plan, PlanPhase};
 
-use crate::client::{Common, operator};
+use crate::client::Common;
 use crate::output;
 
 /// Arguments of `outpost approve`.
 #[derive(clap::Args)]
 pub struct ApproveArgs {
-    /// The Plan (`kubectl get plans` or `outpost status` show which wait).
-    plan: String,
+    /// The Plan (`kubectl get plans` or `outpost status` show which wait); or
+    /// `--selector` with `--diff-hash` for every matching Plan.
+    #[arg(required_unless_present = "selector", conflicts_with = "selector")]
+    plan: Option<String>,
+    /// Approve every Plan awaiting approval that has these labels (e.g.
+    /// `outpost.dev/app=shopfront`) and exactly the diff `--diff-hash`.
+    #[arg(short = 'l', long, requires = "diff_hash")]
+    selector: Option<String>,
+    /// The diff approved (`status.diff.hash`, as `outpost diff` shows it); by default the
+    /// Plan's current one, shown before it is approved.
+    #[arg(long)]
+    diff_hash: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -26,60 +38,58 @@ pub struct ApproveArgs {
 pub struct DenyArgs {
     /// The Plan.
     plan: String,
-    /// Why, recorded in the Plan's status message.
-    #[arg(long, default_value = "no reason given")]
+    /// Why, recorded in the approval and the Plan's status message.
+    #[arg(long)]
     reason: String,
+    /// The diff denied; by default the Plan's current one.
+    #[arg(long)]
+    diff_hash: Option<String>,
     #[command(flatten)]
     common: Common,
 }
 
-/// Approves an AwaitingApproval Plan, bound to its content hash.
+/// Approves one Plan's diff, or every matching Plan's with `--selector`.
 pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
-    let (api, plan) = awaiting(&args.common, &args.plan, "approve").await?;
-    let Some(hash) = plan.spec.content_hash.clone() else {
-        anyhow::bail!(
-            "plan {} has no content hash, so an approval could not bind to it: deny it with `outpost deny {}` and make a new one",
-            args.plan,
-            args.plan
-        );
-    };
-    // What is being approved: the operation, the role and what policies said of it.
-    let spec = &plan.spec;
-    let kind = serde_json::to_value(spec.entity.kind)?;
-    let mut what = format!(
-        "plan {}: {} of {} {}",
-        args.plan,
-        spec.operation,
-        kind.as_str().unwrap_or_default(),
-        spec.entity.name
-    );
-    if let Some(role) = plan.status.as_ref().and_then(|s| s.role.as_ref()) {
-        what.push_str(&format!(" under role {}", role.name));
+    let (client, namespace) = args.common.client().await?;
+    let api = Api::<Plan>::namespaced(client, &namespace);
+    if let (Some(selector), Some(hash)) = (&args.selector, &args.diff_hash) {
+        return approve_fleet(&api, &namespace, selector, hash, &args.common).await;
     }
-    eprintln!("{what}");
-    for verdict in plan.status.iter().flat_map(|s| &s.verdicts) {
-        for message in &verdict.messages {
-            eprintln!("  policy {} warns: {message}", verdict.policy);
-        }
-    }
-    let by = operator();
-    let status = PlanStatus::approval_patch(&by, &hash, Time(jiff::Timestamp::now()));
-    let plan = decide(&api, &plan, status, &args.plan).await?;
-    eprintln!("plan {} approved by {by} (content {hash})", args.plan);
+    let name = args.plan.as_deref().unwrap_or_default();
+    let plan = awaiting(&api, &namespace, name, "approve").await?;
+    eprint!("{}", describe(&plan));
+    let hash = chosen_hash(&plan, args.diff_hash.as_deref())?;
+    let plan = send(&api, name, ApprovalDecision::Approve, &hash, None).await?;
+    let by = approver(&plan);
+    eprintln!("plan {name} approved by {by} (diff {hash})");
     output::print(
         args.common.output,
         &plan,
-        vec![vec![format!("plan/{} approved", args.plan)]],
+        vec![vec![format!("plan/{name} approved")]],
     )
 }
 
-/// Denies an AwaitingApproval Plan, recording who and why.
+/// Denies a Plan's diff, recording why.
 pub async fn deny(args: DenyArgs) -> anyhow::Result<()> {
-    let (api, plan) = awaiting(&args.common, &args.plan, "deny").await?;
-    let by = operator();
-    let status = PlanStatus::denial_patch(&by, &args.reason, Time(jiff::Timestamp::now()));
-    let plan = decide(&api, &plan, status, &args.plan).await?;
-    eprintln!("plan {} denied by {by}: {}", args.plan, args.reason);
+    let (client, namespace) = args.common.client().await?;
+    let api = Api::<Plan>::namespaced(client, &namespace);
+    let plan = awaiting(&api, &namespace, &args.plan, "deny").await?;
+    eprint!("{}", describe(&plan));
+    let hash = chosen_hash(&plan, args.diff_hash.as_deref())?;
+    let plan = send(
+        &api,
+        &args.plan,
+        ApprovalDecision::Deny,
+        &hash,
+        Some(args.reason.clone()),
+    )
+    .await?;
+    eprintln!(
+        "plan {} denied by {}: {}",
+        args.plan,
+        approver(&plan),
+        args.reason
+    );
     output::print(
         args.common.output,
         &plan,
@@ -87,11 +97,154 @@ pub async fn deny(args: DenyArgs) -> anyhow::Result<()> {
     )
 }
 
+/// Approves each Plan awaiting approval with `selector`'s labels whose diff is `hash`.
+async fn approve_fleet(
+    api: &Api<Plan>,
+    namespace: &str,
+    selector: &str,
+    hash: &str,
+    common: &Common,
+) -> anyhow::Result<()> {
+    let plans = api.list(&ListParams::default().labels(selector)).await?;
+    let waiting: Vec<&Plan> = plans
+        .items
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::AwaitingApproval))
+        .collect();
+    let (same, other): (Vec<&Plan>, Vec<&Plan>) = waiting.into_iter().partition(|p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.diff.as_ref())
+            .is_some_and(|d| d.hash == hash)
+    });
+    let mut approved = Vec::new();
+    let mut rows = vec![vec![
+        "PLAN".to_owned(),
+        "INSTALL".to_owned(),
+        "RESULT".to_owned(),
+    ]];
+    for plan in same {
+        let name = plan.metadata.name.clone().unwrap_or_default();
+        match send(api, &name, ApprovalDecision::Approve, hash, None).await {
+            Ok(plan) => {
+                rows.push(vec![name, plan.spec.install.clone(), "approved".into()]);
+                approved.push(plan);
+            }
+            // Decided or re-planned meanwhile: say so and go on with the others.
+            Err(err) => {
+                rows.push(vec![
+                    name,
+                    plan.spec.install.clone(),
+                    format!("not approved: {err:#}"),
+                ]);
+            }
+        }
+    }
+    eprintln!(
+        "approved {} plan(s) in {namespace} with diff {hash}; {} awaiting approval had another diff",
+        approved.len(),
+        other.len()
+    );
+    for plan in other {
+        let diff = plan.status.as_ref().and_then(|s| s.diff.as_ref());
+        eprintln!(
+            "  {} has diff {} ({}): review it with `outpost diff {} -n {namespace}`",
+            plan.metadata.name.as_deref().unwrap_or_default(),
+            diff.map_or("(none)", |d| d.hash.as_str()),
+            diff.map_or("", |d| d.summary.as_str()),
+            plan.metadata.name.as_deref().unwrap_or_default(),
+        );
+    }
+    output::print(common.output, &approved, rows)
+}
+
+/// What is decided on: the operation, role, policy warnings and the diff.
+fn describe(plan: &Plan) -> String {
+    let spec = &plan.spec;
+    let kind = serde_json::to_value(spec.entity.kind).unwrap_or_default();
+    let mut out = format!(
+        "plan {}: {} of {} {} on install {}",
+        plan.metadata.name.as_deref().unwrap_or_default(),
+        spec.operation,
+        kind.as_str().unwrap_or_default(),
+        spec.entity.name,
+        spec.install,
+    );
+    if let Some(role) = plan.status.as_ref().and_then(|s| s.role.as_ref()) {
+        out.push_str(&format!(" under role {}", role.name));
+    }
+    out.push('\n');
+    for verdict in plan.status.iter().flat_map(|s| &s.verdicts) {
+        for message in &verdict.messages {
+            out.push_str(&format!("  policy {} warns: {message}\n", verdict.policy));
+        }
+    }
+    out.push_str(&crate::diff::describe(plan));
+    out
+}
+
+/// The diff hash to send: `--diff-hash`, else the Plan's current one.
+fn chosen_hash(plan: &Plan, given: Option<&str>) -> anyhow::Result<String> {
+    if let Some(hash) = given {
+        return Ok(hash.to_owned());
+    }
+    plan.status
+        .as_ref()
+        .and_then(|s| s.diff.as_ref())
+        .map(|d| d.hash.clone())
+        .ok_or_else(|| anyhow::anyhow!("the plan has no diff to decide on"))
+}
+
+fn approver(plan: &Plan) -> String {
+    plan.status
+        .as_ref()
+        .and_then(|s| s.approval.as_ref())
+        .map_or_else(|| "?".to_owned(), |a| a.by.clone())
+}
+
+/// Sends one decision to `plans/NAME/approval`.
+async fn send(
+    api: &Api<Plan>,
+    name: &str,
+    decision: ApprovalDecision,
+    hash: &str,
+    reason: Option<String>,
+) -> anyhow::Result<Plan> {
+    let request = ApprovalRequest {
+        decision,
+        diff_hash: hash.to_owned(),
+        reason,
+    };
+    match api
+        .patch_subresource(
+            "approval",
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&request),
+        )
+        .await
+    {
+        Ok(plan) => Ok(plan),
+        Err(kube_client::Error::Api(e)) if e.code == 409 => anyhow::bail!(
+            "plan {name}: {} (look again with `outpost diff {name}`)",
+            e.message
+        ),
+        Err(kube_client::Error::Api(e)) if e.code == 403 => anyhow::bail!(
+            "plan {name}: {} (deciding on Plans needs the group outpost:approvers or outpost:admins)",
+            e.message
+        ),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// The Plan, if it waits for approval; else an error that says what it is instead.
-async fn awaiting(common: &Common, name: &str, verb: &str) -> anyhow::Result<(Api<Plan>, Plan)> {
-    let (client, namespace) = common.client().await?;
-    let api = Api::<Plan>::namespaced(client, &namespace);
-    let plan = get_plan(&api, &namespace, name).await?;
+async fn awaiting(
+    api: &Api<Plan>,
+    namespace: &str,
+    name: &str,
+    verb: &str,
+) -> anyhow::Result<Plan> {
+    let plan = get_plan(api, namespace, name).await?;
     let phase = plan.status.as_ref().and_then(|s| s.phase);
     if phase != Some(PlanPhase::AwaitingApproval) {
         let phase = phase.map_or("not gated yet (Pending)".to_owned(), |p| format!("{p:?}"));
@@ -99,7 +252,7 @@ async fn awaiting(common: &Common, name: &str, verb: &str) -> anyhow::Result<(Ap
             "plan {namespace}/{name} is {phase}, not AwaitingApproval, so there is nothing to {verb}: see where it is with `outpost logs {name} -n {namespace}`"
         );
     }
-    Ok((api, plan))
+    Ok(plan)
 }
 
 /// Reads a Plan, or says how to find the right name.
@@ -109,26 +262,4 @@ pub async fn get_plan(api: &Api<Plan>, namespace: &str, name: &str) -> anyhow::R
             "plan {namespace}/{name} not found: list plans with `kubectl get plans -n {namespace}` (`outpost status` counts those awaiting approval)"
         )
     })
-}
-
-async fn decide(
-    api: &Api<Plan>,
-    plan: &Plan,
-    status: serde_json::Value,
-    name: &str,
-) -> anyhow::Result<Plan> {
-    let patch = serde_json::json!({
-        "metadata": {"resourceVersion": plan.resource_version()},
-        "status": status,
-    });
-    match api
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(plan) => Ok(plan),
-        Err(kube_client::Error::Api(e)) if e.code == 409 => anyhow::bail!(
-            "plan {name} changed while you decided (someone else approved or denied it): look again with `outpost logs {name}`"
-        ),
-        Err(err) => Err(err.into()),
-    }
 }

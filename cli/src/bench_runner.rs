@@ -445,7 +445,7 @@ async fn create_plan(plans: &Api<Plan>, name: &str) -> anyhow::Result<String> {
 }
 
 /// Approves Plan `name` for `hash`; returns when the approval was sent.
-async fn approve(plans: &Api<Plan>, name: &str, hash: &str) -> anyhow::Result<Instant> {
+async fn approve(plans: &Api<Plan>, name: &str, _hash: &str) -> anyhow::Result<Instant> {
     let status = json!({"status": {
         "phase": "Ready",
         "role": {"name": "bench-maintenance", "level": "default"},

@@ -11,6 +11,7 @@ mod bench_runner;
 mod bench_runner_footprint;
 mod client;
 mod controllers;
+mod diff;
 mod drift;
 mod limits;
 mod logs;
@@ -92,10 +93,15 @@ enum Command {
     /// `--role R` is the runtime override, step 1 of the role precedence chain: the Plan
     /// runs under R if the App declares it, and is denied otherwise.
     Trigger(request::TriggerArgs),
-    /// Approve a Plan awaiting approval; the approval binds to its content hash.
+    /// Approve the diff of a Plan awaiting approval (shown first); the approval binds to
+    /// that diff's hash. `--selector L --diff-hash H` approves every matching Plan whose
+    /// diff is exactly H.
     Approve(approval::ApproveArgs),
-    /// Deny a Plan awaiting approval, recording who and why.
+    /// Deny the diff of a Plan awaiting approval, recording why.
     Deny(approval::DenyArgs),
+    /// Print a Plan's real diff (computed by its runner) like `terraform plan` does, with
+    /// the policies' verdicts on it and its hash.
+    Diff(diff::DiffArgs),
     /// Show drift: each DriftReport with the fields that differ (applied vs live).
     Drift(drift::DriftArgs),
     /// Print what a Plan's execution printed (`status.log`); `-f` follows it to the end.
@@ -167,6 +173,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             .await
             .map(|()| ExitCode::SUCCESS)
             .map_err(client::explain),
+        Command::Diff(args) => diff::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Deny(args) => approval::deny(args)
             .await
             .map(|()| ExitCode::SUCCESS)

@@ -59,6 +59,8 @@ pub struct ControlPlane {
     pub viewer_token: String,
     /// A token of a user in no group.
     pub nobody_token: String,
+    /// An approver's bearer token (group `outpost:approvers`, user `approver`).
+    pub approver_token: String,
     /// The CA of the serving certificate.
     pub tls: SelfSigned,
     /// The store it runs on.
@@ -163,12 +165,13 @@ impl ControlPlane {
         standin_cluster: bool,
     ) -> ControlPlane {
         let token = || format!("{:032x}", rand::random::<u128>());
-        let (admin_token, viewer_token, nobody_token) = (token(), token(), token());
+        let (admin_token, viewer_token, nobody_token, approver_token) =
+            (token(), token(), token(), token());
         let tokens = dir.path().join("tokens.csv");
         std::fs::write(
             &tokens,
             format!(
-                "{admin_token},admin,1,\"outpost:admins\"\n{viewer_token},viewer,2,\"outpost:viewers\"\n{nobody_token},nobody,3\n"
+                "{admin_token},admin,1,\"outpost:admins\"\n{viewer_token},viewer,2,\"outpost:viewers\"\n{nobody_token},nobody,3\n{approver_token},approver,4,\"outpost:approvers\"\n"
             ),
         )
         .expect("token file written");
@@ -187,6 +190,7 @@ impl ControlPlane {
             admin_token,
             viewer_token,
             nobody_token,
+            approver_token,
             tls,
             backend,
             clients_url: None,
@@ -223,6 +227,7 @@ impl ControlPlane {
             admin_token: self.admin_token.clone(),
             viewer_token: self.viewer_token.clone(),
             nobody_token: self.nobody_token.clone(),
+            approver_token: self.approver_token.clone(),
             tls,
             backend: self.backend,
             clients_url: None,

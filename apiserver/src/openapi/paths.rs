@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::meta::{meta, reference};
 use super::{operation_group, schema_name};
+use crate::admission::plan::{APPROVAL_SUBRESOURCE, has_lifecycle};
 use crate::registry::ResourceType;
 
 /// The query parameters a list (and watch) takes.
@@ -178,6 +179,22 @@ pub(super) fn paths(rt: &ResourceType) -> Vec<(String, Value)> {
                     ),
                     ("put", ops.replace("Status")),
                     ("patch", ops.patch("Status")),
+                ],
+            ),
+        ));
+    }
+    if has_lifecycle(rt) {
+        paths.push((
+            format!("{collection}/{{name}}/{APPROVAL_SUBRESOURCE}"),
+            path_item(
+                with(name()),
+                [
+                    (
+                        "get",
+                        ops.item("read", "Approval", "read approval of the specified"),
+                    ),
+                    ("patch", ops.approval("patch")),
+                    ("put", ops.approval("put")),
                 ],
             ),
         ));
@@ -393,6 +410,47 @@ impl<'a> Operations<'a> {
             format!("{what} {kind}"),
             Vec::new(),
             None,
+            responses,
+        )
+    }
+
+    /// A decision on a Plan (`plans/NAME/approval`): the body is an `ApprovalRequest`;
+    /// who decided and when are the server's to record.
+    fn approval(&self, method: &str) -> Value {
+        let kind = &self.rt.kind;
+        let verb = if method == "patch" {
+            "patch"
+        } else {
+            "replace"
+        };
+        let id = format!("{verb}{}{}{kind}Approval", self.group_version, self.scope);
+        let responses = self.responses(
+            &[("200", "OK")],
+            &self.object,
+            &["application/json", "application/yaml"],
+        );
+        let schema = json!({
+            "type": "object",
+            "description": "A decision on the Plan's diff. The approver and the time are taken from the authenticated user and the server's clock.",
+            "required": ["decision", "diffHash"],
+            "properties": {
+                "decision": {"type": "string", "enum": ["approve", "deny"]},
+                "diffHash": {"type": "string", "description": "The Plan's status.diff.hash the person reviewed."},
+                "reason": {"type": "string", "description": "Why (required to deny)."},
+            },
+        });
+        let types = [
+            "application/merge-patch+json",
+            "application/json",
+            "application/apply-patch+yaml",
+        ];
+        let body = json!({"content": content(&types, &schema), "required": true});
+        self.operation(
+            method,
+            id,
+            format!("approve or deny the diff of the specified {kind}"),
+            queries(WRITE_PARAMETERS),
+            Some(body),
             responses,
         )
     }

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::ServerState;
 use super::body::json;
+use crate::admission::plan::{APPROVAL_SUBRESOURCE, has_lifecycle};
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
 
@@ -147,6 +148,15 @@ fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if has_lifecycle(rt) {
+            resources.push(json!({
+                "name": format!("{}/{APPROVAL_SUBRESOURCE}", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     let group_version = if group.is_empty() {
         version.to_owned()
@@ -176,12 +186,23 @@ fn discovery_resource(rt: &ResourceType) -> Value {
     if !rt.categories.is_empty() {
         resource["categories"] = json!(rt.categories);
     }
+    let mut subresources = Vec::new();
     if rt.status_subresource {
-        resource["subresources"] = json!([{
+        subresources.push(json!({
             "subresource": "status",
             "responseKind": response_kind,
             "verbs": ["get", "patch", "update"],
-        }]);
+        }));
+    }
+    if has_lifecycle(rt) {
+        subresources.push(json!({
+            "subresource": APPROVAL_SUBRESOURCE,
+            "responseKind": response_kind,
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    if !subresources.is_empty() {
+        resource["subresources"] = json!(subresources);
     }
     resource
 }

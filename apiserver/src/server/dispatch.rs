@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
-use super::{discovery, fence, list, objects, runner_token, watch, write};
+use super::{approval, discovery, fence, list, objects, runner_token, watch, write};
 use crate::auth::{Access, RunnerToken, User, object_forbidden};
 use crate::request::{RequestInfo, ResourceRequest, Verb};
 use crate::status::ApiError;
@@ -148,6 +148,7 @@ async fn answer(
         None => {}
         Some("status") if rt.status_subresource => {}
         Some("token") if runner_token::serves(&rt) => {}
+        Some(approval::SUBRESOURCE) if approval::serves(&rt) => {}
         Some(_) => return Err(ApiError::NoRoute),
     }
     let (parts, body) = request.into_parts();
@@ -165,6 +166,9 @@ async fn answer(
     }
     if !matches!(call.request.verb, Verb::Get | Verb::List | Verb::Watch) {
         fence::check(&call).await?;
+    }
+    if call.request.subresource.as_deref() == Some(approval::SUBRESOURCE) {
+        return approval::answer(&call, body).await;
     }
     match call.request.verb {
         Verb::Get => objects::get(&call).await,

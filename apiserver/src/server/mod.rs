@@ -4,6 +4,7 @@
 //! authenticate, authorize, then answer it. Errors are [`ApiError`]s, answered as
 //! Kubernetes `Status` objects.
 
+mod approval;
 mod bench;
 mod body;
 mod discovery;

@@ -27,7 +27,7 @@ use crate::storage::{Revision, StoreError};
 
 impl Call {
     /// The field manager: `fieldManager`, else the client's name from its User-Agent.
-    fn field_manager(&self) -> String {
+    pub(super) fn field_manager(&self) -> String {
         if let Some(manager) = self.param("fieldManager") {
             return manager.to_owned();
         }
@@ -40,7 +40,7 @@ impl Call {
             .to_owned()
     }
 
-    fn scope(&self) -> WriteScope {
+    pub(super) fn scope(&self) -> WriteScope {
         match self.request.subresource.as_deref() {
             Some("status") => WriteScope::Status,
             _ => WriteScope::Main,
@@ -236,6 +236,9 @@ async fn commit_update(
     }
     admit(call, &new, call.name())?;
     admit_references(call, &new, Some(old), call.name()).await?;
+    if call.scope() == WriteScope::Status {
+        super::approval::admit_status(call, old, &mut new)?;
+    }
     set_resource_version(&mut new, revision);
     if new == *old {
         return Ok(new); // nothing to write: the resourceVersion stays
@@ -308,7 +311,9 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             .await
             .map_err(|e| ApiError::from_store(e, call.subject()))?;
         let Some(kv) = current else {
-            if kind != PatchType::Apply {
+            // A subresource never creates its object (an apply to `plans/NAME/status`
+            // would otherwise make a whole Plan).
+            if kind != PatchType::Apply || call.request.subresource.is_some() {
                 return Err(ApiError::NotFound(call.subject()));
             }
             let mut applied = parse_apply_body(&bytes)?;

@@ -5,10 +5,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_client::Client;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
-use kube_client::{Client, ResourceExt as _};
-use outpost_api::{Install, Operation, Plan, PlanPhase, PlanRequest, PlanStatus};
+use outpost_api::{Install, Operation, Plan, PlanPhase, PlanRequest};
 use serde_json::json;
 
 use super::FleetBench;
@@ -312,14 +311,16 @@ async fn dispatch(
             "plan {name} is {:?}, not awaiting approval",
             status.phase
         );
-        let hash = plan.spec.content_hash.clone().unwrap_or_default();
-        let patch = json!({
-            "metadata": {"resourceVersion": plan.resource_version()},
-            "status": PlanStatus::approval_patch("bench", &hash, Time(jiff::Timestamp::now())),
-        });
+        let hash = status.diff.map(|d| d.hash).unwrap_or_default();
+        let decision = json!({"decision": "approve", "diffHash": hash});
         let at = Instant::now();
         plans
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .patch_subresource(
+                "approval",
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(decision),
+            )
             .await
             .with_context(|| format!("approving {name}"))?;
         sent.push((name, at));

@@ -1,7 +1,7 @@
-//! Approve and deny buttons: each is the same status patch `outpost approve`/`deny`
-//! sends ([`PlanStatus::approval_patch`]), fenced by the Plan's resourceVersion, made
-//! as the logged-in user through the API's own request handler — so the API's
-//! authorizer decides (a viewer gets its 403) and admission and validation apply.
+//! Approve and deny buttons: each is the same `PATCH plans/NAME/approval` that `outpost
+//! approve`/`deny` sends, with the diff hash the page showed, made as the logged-in user
+//! through the API's own request handler — so the API's authorizer decides (a viewer
+//! gets its 403) and the one approval function records who decided, on which diff.
 
 use std::sync::Arc;
 
@@ -11,10 +11,9 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt as _;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use outpost_api::{Plan, PlanPhase, PlanStatus};
+use outpost_api::plan_lifecycle::{ApprovalDecision, ApprovalRequest};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::pages::layout::error_page;
 use super::session::Session;
@@ -25,8 +24,8 @@ use crate::server::dispatch::dispatch;
 #[derive(Deserialize)]
 pub struct Decision {
     csrf: String,
-    /// The Plan's resourceVersion the user saw.
-    resource_version: String,
+    /// The diff (`status.diff.hash`) the user saw.
+    diff_hash: String,
     /// Why (deny only).
     #[serde(default)]
     reason: String,
@@ -94,7 +93,6 @@ async fn decide(
     form: Decision,
     approve: bool,
 ) -> Response {
-    let verb = if approve { "approve" } else { "deny" };
     if !session.csrf_matches(&form.csrf) {
         return error_page(
             Some(&session),
@@ -102,75 +100,24 @@ async fn decide(
             "the form's CSRF token does not match your session: reload the page and try again",
         );
     }
-    let path = format!("/apis/outpost.dev/v1alpha1/namespaces/{namespace}/plans/{name}");
-    let (status, object) = api_call(&state, &session, Method::GET, &path, None).await;
+    let reason = form.reason.trim();
+    let decision = ApprovalRequest {
+        decision: if approve {
+            ApprovalDecision::Approve
+        } else {
+            ApprovalDecision::Deny
+        },
+        diff_hash: form.diff_hash.clone(),
+        reason: (!reason.is_empty()).then(|| reason.to_owned()),
+    };
+    let body = serde_json::to_value(&decision).expect("an ApprovalRequest serialises");
+    let path = format!("/apis/outpost.dev/v1alpha1/namespaces/{namespace}/plans/{name}/approval");
+    let (status, object) = api_call(&state, &session, Method::PATCH, &path, Some(body)).await;
     if !status.is_success() {
         return refused(&session, status, &object);
     }
-    let plan: Plan = match serde_json::from_value(object) {
-        Ok(plan) => plan,
-        Err(err) => {
-            return error_page(
-                Some(&session),
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("plan {namespace}/{name} cannot be read: {err}"),
-            );
-        }
-    };
-    let phase = plan.status.as_ref().and_then(|s| s.phase);
-    if phase != Some(PlanPhase::AwaitingApproval) {
-        let phase = phase.map_or("not gated yet (Pending)".to_owned(), |p| format!("{p:?}"));
-        return error_page(
-            Some(&session),
-            StatusCode::CONFLICT,
-            &format!(
-                "plan {namespace}/{name} is {phase}, not AwaitingApproval, so there is nothing to {verb}"
-            ),
-        );
-    }
-    let now = Time(jiff::Timestamp::now());
-    let by = &session.user.name;
-    let status_patch = if approve {
-        let Some(hash) = plan.spec.content_hash.as_deref() else {
-            return error_page(
-                Some(&session),
-                StatusCode::CONFLICT,
-                &format!(
-                    "plan {namespace}/{name} has no content hash, so an approval could not bind to it: deny it and make a new one"
-                ),
-            );
-        };
-        PlanStatus::approval_patch(by, hash, now)
-    } else {
-        let reason = form.reason.trim();
-        PlanStatus::denial_patch(
-            by,
-            if reason.is_empty() {
-                "no reason given"
-            } else {
-                reason
-            },
-            now,
-        )
-    };
-    // Fenced by the version the user looked at: a decision made meanwhile is never
-    // overwritten.
-    let patch = json!({
-        "metadata": {"resourceVersion": form.resource_version},
-        "status": status_patch,
-    });
-    let (status, object) = api_call(
-        &state,
-        &session,
-        Method::PATCH,
-        &format!("{path}/status"),
-        Some(patch),
-    )
-    .await;
-    if !status.is_success() {
-        return refused(&session, status, &object);
-    }
-    tracing::info!(user = %by, plan = %format!("{namespace}/{name}"), verb, "plan decided on the dashboard");
+    let verb = if approve { "approve" } else { "deny" };
+    tracing::info!(user = %session.user.name, plan = %format!("{namespace}/{name}"), verb, "plan decided on the dashboard");
     Redirect::to(&format!("/ui/plans/{namespace}/{name}")).into_response()
 }
 
@@ -180,9 +127,5 @@ pub(super) fn refused(session: &Session, status: StatusCode, object: &Value) -> 
         .get("message")
         .and_then(Value::as_str)
         .unwrap_or("the API server refused the request");
-    let message = match status {
-        StatusCode::CONFLICT => format!("{message}: someone decided meanwhile; look again"),
-        _ => message.to_owned(),
-    };
-    error_page(Some(session), status, &message)
+    error_page(Some(session), status, message)
 }

@@ -39,6 +39,11 @@ impl Session {
         self.user.groups.iter().any(|g| g == ADMINS)
     }
 
+    /// Whether the user may approve and deny Plans (an approver or an admin).
+    pub fn may_decide(&self) -> bool {
+        crate::server::approval::may_decide(&self.user)
+    }
+
     /// The CSRF token forms must echo: bound to the session's token, so another site
     /// cannot know it.
     pub fn csrf(&self) -> String {

@@ -90,10 +90,16 @@ async fn render(
     let mut plans: Vec<&Plan> = of(&objects.plans, namespace, |p| p.metadata.namespace.as_ref())
         .filter(|p| p.spec.install == name)
         .collect();
+    // Plans waiting for a person come first, then the newest.
     plans.sort_by(|a, b| {
         let created = |p: &Plan| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        created(b)
-            .cmp(&created(a))
+        let waits = |p: &Plan| {
+            p.status.as_ref().and_then(|s| s.phase)
+                == Some(outpost_api::PlanPhase::AwaitingApproval)
+        };
+        waits(b)
+            .cmp(&waits(a))
+            .then_with(|| created(b).cmp(&created(a)))
             .then_with(|| b.metadata.name.cmp(&a.metadata.name))
     });
     let mut drift: Vec<&DriftReport> =
@@ -200,7 +206,7 @@ async fn render(
         }
         h2 { "Plans" }
         table #plans {
-            thead { tr { th { "Created" } th { "Plan" } th { "Operation" } th { "Entity" } th { "Role (level)" } th { "Policies" } th { "Duration" } th { "Result" } } }
+            thead { tr { th { "Created" } th { "Plan" } th { "Operation" } th { "Entity" } th { "Role (level)" } th { "Policies" } th { "Changes" } th { "Duration" } th { "Result" } } }
             tbody {
                 @for plan in &plans {
                     tr {
@@ -210,6 +216,7 @@ async fn render(
                         td { (entity_text(&plan.spec.entity)) }
                         td { (role_text(plan)) }
                         td { (verdict_pills(plan.status.as_ref().map(|s| &s.verdicts[..]).unwrap_or_default())) }
+                        td { (plan.status.as_ref().and_then(|s| s.diff.as_ref()).map_or("—", |d| d.short.as_str())) }
                         td { (duration(plan)) }
                         td { (phase_pill(plan)) }
                     }

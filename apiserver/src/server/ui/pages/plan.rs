@@ -8,6 +8,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, html};
+use outpost_api::plan_lifecycle::{ApprovalDecision, PlanDiff};
 use outpost_api::{AuditEvent, AuditEventType, Enforcement, Plan, PlanPhase, RoleLevel, Verdict};
 
 use super::super::data::{get, list};
@@ -65,6 +66,25 @@ pub fn verdict_pills(verdicts: &[Verdict]) -> Markup {
     }
 }
 
+/// The diff as `outpost diff` prints it: one line per resource (`+`, `~`, `-/+`, `-`),
+/// its changed fields, the summary and the policies' verdicts on it.
+pub fn diff_view(diff: &PlanDiff) -> Markup {
+    html! {
+        pre #diff-text {
+            @for r in &diff.resources {
+                "  " (r.action.sign()) " " (r.address) "\n"
+                @for f in &r.fields {
+                    "      " (f.path) ": " (f.before.as_deref().unwrap_or("(none)")) " → " (f.after.as_deref().unwrap_or("(none)")) "\n"
+                }
+            }
+            @if diff.truncated { "  … (more changes than shown)\n" }
+            "\nPlan: " (diff.summary) ".\n"
+        }
+        @if !diff.verdicts.is_empty() { p { "Policies on the diff: " (verdict_pills(&diff.verdicts)) } }
+        p.muted { "diff " code #diff-hash { (diff.hash) } }
+    }
+}
+
 /// How long the Plan ran.
 pub fn duration(plan: &Plan) -> String {
     let status = plan.status.as_ref();
@@ -116,7 +136,11 @@ async fn render(
     let spec = &plan.spec;
     let status = plan.status.clone().unwrap_or_default();
     let awaiting = status.phase == Some(PlanPhase::AwaitingApproval);
-    let rv = plan.metadata.resource_version.clone().unwrap_or_default();
+    let diff_hash = status
+        .diff
+        .as_ref()
+        .map(|d| d.hash.clone())
+        .unwrap_or_default();
     let runner_diffs: Vec<&AuditEvent> = events
         .iter()
         .copied()
@@ -137,7 +161,10 @@ async fn render(
                 dt { "Role" } dd #role { (role_text(plan)) }
                 dt { "Content hash" } dd { code { (spec.content_hash.as_deref().unwrap_or("—")) } }
                 @if let Some(a) = &status.approval {
-                    dt { "Approved" } dd #approval { "by " b { (a.by) } " " (when(&a.at, &now)) ", bound to " code { (a.content_hash) } }
+                    dt { (match a.decision { ApprovalDecision::Approve => "Approved", ApprovalDecision::Deny => "Denied" }) }
+                    dd #approval { "by " b { (a.by) } " " (when(&a.at, &now)) ", bound to " code { (a.content_hash) }
+                        @if let Some(d) = &a.diff_hash { " and the diff " code { (d) } }
+                        @if let Some(r) = &a.reason { ": " (r) } }
                 }
                 @if let Some(by) = &status.claimed_by { dt { "Claimed by" } dd { (by) } }
                 @if let Some(t) = &plan.metadata.creation_timestamp { dt { "Created" } dd { (when(t, &now)) } }
@@ -145,23 +172,28 @@ async fn render(
                 @if let Some(message) = &status.message { dt { "Message" } dd #message { (message) } }
             }
         }
+        h2 { "The diff" }
+        div.card #diff {
+            @if let Some(diff) = &status.diff { (diff_view(diff)) }
+            @else { p.muted { "The runner has not planned this yet." } }
+        }
         @if awaiting {
             div.card #decide {
-                p { "This Plan waits for an admin's approval, bound to its content hash." }
+                p { "This Plan waits for an approver's decision on exactly the diff above (" code { (diff_hash) } ")." }
                 div.actions {
                     form method="post" action={ "/ui/plans/" (namespace) "/" (name) "/approve" } {
                         input type="hidden" name="csrf" value=(session.csrf());
-                        input type="hidden" name="resource_version" value=(rv);
+                        input type="hidden" name="diff_hash" value=(diff_hash);
                         button #approve type="submit" { "Approve" }
                     }
                     form method="post" action={ "/ui/plans/" (namespace) "/" (name) "/deny" } {
                         input type="hidden" name="csrf" value=(session.csrf());
-                        input type="hidden" name="resource_version" value=(rv);
+                        input type="hidden" name="diff_hash" value=(diff_hash);
                         input type="text" name="reason" placeholder="reason for denying";
                         button.danger #deny type="submit" { "Deny" }
                     }
                 }
-                @if !session.is_admin() { p.muted { "You are logged in as a viewer: only admins may approve or deny." } }
+                @if !session.may_decide() { p.muted { "You are logged in as a viewer: only approvers and admins may approve or deny." } }
             }
         }
         h2 { "Policy results" }
@@ -177,7 +209,7 @@ async fn render(
                 pre { @for e in &runner_verdicts { (e.spec.details.as_ref().map(pretty).unwrap_or_default()) "\n" } }
             }
         }
-        h2 { "The runner's diff" }
+        h2 { "The runner's audit of the diff" }
         @if runner_diffs.is_empty() {
             p.muted { "The runner has not planned this yet." }
         } @else {
