@@ -66,14 +66,17 @@ pub struct Session {
     pub vendor_policies: Mutex<Option<Vec<outpost_api::Policy>>>,
     /// The customer's AWS account (`--stack`): each Plan runs under its assumed role.
     pub aws: Option<crate::aws::Account>,
+    /// The secret values of what is in flight, masked in everything recorded.
+    pub masks: crate::mask::Masks,
     identity: Arc<Identity>,
 }
 
 impl Session {
     /// Records an audit event in the local log and wakes the shipper. An event that
     /// cannot be written to the state dir stops the runner: it must not act unaudited.
+    /// Secret values in flight ([`Session::masks`]) are masked in its details.
     pub fn audit(&self, type_: AuditEventType, subject: Subject, details: serde_json::Value) {
-        let details = (!details.is_null()).then_some(details);
+        let details = (!details.is_null()).then(|| self.masks.current().mask_json(&details));
         self.audit
             .lock()
             .expect("audit lock is never poisoned: appends do not panic")
@@ -177,6 +180,7 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         drift: crate::drift::Drift::open(&args.state_dir)?,
         vendor_policies: Mutex::default(),
         aws,
+        masks: Default::default(),
         identity,
         args,
     });

@@ -58,8 +58,9 @@ async fn steps_run_in_order_in_the_work_dir_with_only_their_environment() {
         action(
             json!([
                 {"name": "write", "command": "echo hello > result.txt && echo wrote"},
-                {"name": "read", "script": "test \"$GREETING\" = hi\ncat result.txt\necho home=$HOME\nenv | sort",
-                 "env": {"GREETING": "hi", "TOKEN": "${outpost-secret:api_token}"}}
+                {"name": "read", "script": "test \"$GREETING\" = hi\ncat result.txt\necho home=$HOME\nenv | sort\ntest \"$TOKEN\" = resolved-secret && echo token-received\necho \"$TOKEN\" | base64",
+                 "env": {"GREETING": "hi", "TOKEN": "${outpost-secret:api_token}"}},
+                {"name": "other", "command": "env | grep -c OUTPOST_SECRET_ || echo no-secrets-here"}
             ]),
             false,
         ),
@@ -70,11 +71,15 @@ async fn steps_run_in_order_in_the_work_dir_with_only_their_environment() {
             outpost_runner::secrets::env_name("api_token"),
             "resolved-secret".to_owned(),
         ),
+        (
+            outpost_runner::secrets::env_name("unreferenced"),
+            "not-for-steps".to_owned(),
+        ),
     ]);
     let (diff, applied) = run(&ctx).await;
     assert_eq!(diff.input, PolicyInput::Plan);
     assert!(diff.changes);
-    assert_eq!(diff.summary, "2 steps to run");
+    assert_eq!(diff.summary, "3 steps to run");
     assert_eq!(
         diff.document["steps"][0]["command"],
         "echo hello > result.txt && echo wrote"
@@ -98,8 +103,18 @@ async fn steps_run_in_order_in_the_work_dir_with_only_their_environment() {
         log.contains(&format!("hello\nhome={}\n", dir.display())),
         "{log}"
     );
-    assert!(log.contains("AWS_SESSION_TOKEN=role-creds"), "{log}");
-    assert!(log.contains("TOKEN=resolved-secret"), "{log}");
+    // The step got the secret and the role's credentials, and the log that goes to the
+    // control plane shows neither, in any encoding.
+    assert!(log.contains("token-received"), "{log}");
+    assert!(log.contains("AWS_SESSION_TOKEN=***"), "{log}");
+    assert!(log.contains("TOKEN=***"), "{log}");
+    assert!(!log.contains("resolved-secret"), "{log}");
+    assert!(!log.contains("cmVzb2x2ZWQtc2VjcmV0"), "{log}");
+    assert!(!log.contains("role-creds"), "{log}");
+    // Steps get only the secrets their env references, never the Plan's others.
+    assert!(!log.contains("OUTPOST_SECRET_"), "{log}");
+    assert!(!log.contains("not-for-steps"), "{log}");
+    assert!(log.contains("no-secrets-here"), "{log}");
     // Nothing of the runner's own environment leaks in.
     assert!(!log.contains("CARGO"), "{log}");
     let steps = &applied.outputs["steps"];
@@ -283,6 +298,7 @@ async fn job_components_run_their_command_and_teardown_runs_nothing() {
     assert_eq!(diff.document["image"], "ghcr.io/acme/seed:1");
     assert_eq!(diff.summary, "1 step to run");
     let applied = applied.unwrap();
+    // A value shorter than 4 characters is not masked (it would mangle every log).
     assert!(applied.log.contains("seeded full pw"), "{}", applied.log);
     assert_eq!(applied.outputs["steps"][0]["name"], "seed");
 

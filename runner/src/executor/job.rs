@@ -2,8 +2,8 @@
 //! bubblewrap (`bwrap`).
 //!
 //! There is no container runtime on the runner VM: a job's `image` is **not pulled**;
-//! its `command` runs on the host's root filesystem, sandboxed. An Action's steps run
-//! in order, `command` with `/bin/sh -c`, `script` with `/bin/sh -e -c`.
+//! its `command` runs on the host's root filesystem, sandboxed. An Action's steps
+//! run in order, `command` with `/bin/sh -c`, `script` with `/bin/sh -e -c`.
 //!
 //! Every step gets, from bubblewrap:
 //! * the host's root read-only (`--ro-bind / /`), a private `/tmp` (`--tmpfs /tmp`), a
@@ -14,22 +14,27 @@
 //!   path, as working directory, `HOME` and `OUTPOST_WORK_DIR`;
 //! * an environment of only `PATH`, `HOME`, `OUTPOST_WORK_DIR`, the step's `env`
 //!   (secret references `${outpost-secret:NAME}` resolved there, and only there: a
-//!   command reads a secret as `$VAR`, so it never appears in argv) and the step
-//!   context's `env` (the role's credentials, which win). The environment is handed to bubblewrap as its own, never
-//!   on its command line;
+//!   command reads a secret as `$VAR`, so it never appears in argv) and the role's
+//!   credentials from the step context's `env` (which win). A step gets only the
+//!   secrets its own `env` references: the Plan's other resolved secrets
+//!   (`OUTPOST_SECRET_*`) are not passed on. The environment is handed to bubblewrap as
+//!   its own, never on its command line;
 //! * `--die-with-parent` and `--new-session`: killing bubblewrap (on timeout) ends the
 //!   sandbox's pid namespace and everything in it.
 //!
 //! The timeout (the smaller of the step context's and the Action's `timeoutSeconds`)
 //! covers all steps. Output is captured per step, stdout and stderr interleaved, the
 //! last 64 KiB behind a truncation marker. A non-zero exit fails the apply, naming the
-//! step, its exit code and the tail of its output.
+//! step, its exit code and the tail of its output. The log and that tail have the
+//! secret values of the step context masked ([`crate::mask`]), as everything the
+//! runner reports has.
 
 mod steps;
 
 use super::child::{self, ChildError, OUTPUT_LIMIT};
 use super::secret_ref::{self, UnresolvedSecret};
 use super::{Applied, Diff, Executor, StepContext};
+use crate::mask::Masker;
 use futures::future::BoxFuture;
 use outpost_api::PolicyInput;
 use serde_json::{Value, json};
@@ -190,7 +195,12 @@ impl JobExecutor {
         for (name, value) in &step.env {
             command.env(name, secret_ref::resolve(value, &ctx.env)?);
         }
-        command.envs(&ctx.env);
+        // The role's credentials; the Plan's secrets only through the step's own env.
+        command.envs(
+            ctx.env
+                .iter()
+                .filter(|(name, _)| !name.starts_with(crate::secrets::ENV_PREFIX)),
+        );
         Ok(command)
     }
 
@@ -218,6 +228,7 @@ impl JobExecutor {
                 path: dir.clone(),
                 source,
             })?;
+        let masker = Masker::of_env(&ctx.env);
         let mut log = String::new();
         let mut results = Vec::new();
         for step in &run.steps {
@@ -235,7 +246,7 @@ impl JobExecutor {
                 ChildError::TimedOut { output, .. } => JobError::TimedOut {
                     step: step.name.clone(),
                     after: timeout,
-                    output,
+                    output: masker.mask(&output),
                 },
                 source => JobError::Child {
                     step: step.name.clone(),
@@ -243,8 +254,10 @@ impl JobExecutor {
                 },
             })?;
             let code = done.exit_code();
-            log.push_str(&format!("== step {} ==\n{}", step.name, done.output));
-            if !done.output.is_empty() && !done.output.ends_with('\n') {
+            // The whole output at once: a value split across reads is masked too.
+            let output = masker.mask(&done.output);
+            log.push_str(&format!("== step {} ==\n{}", step.name, output));
+            if !output.is_empty() && !output.ends_with('\n') {
                 log.push('\n');
             }
             log.push_str(&format!(
@@ -255,7 +268,7 @@ impl JobExecutor {
                 return Err(JobError::StepFailed {
                     step: step.name.clone(),
                     code,
-                    tail: tail(&done.output, ERROR_TAIL),
+                    tail: tail(&output, ERROR_TAIL),
                 });
             }
             results.push(json!({
