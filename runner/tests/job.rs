@@ -328,3 +328,98 @@ async fn apply_refuses_a_diff_of_other_steps() {
     let err = job.apply(&ctx, &diff).await.unwrap_err().to_string();
     assert!(err.contains("not the plan of this desired state"), "{err}");
 }
+
+/// Files laid out as a real runner's (`settings.rs`, `identity.rs`, `journal.rs`,
+/// `audit.rs`, terraform's work dir, `outpost up`'s token file, `--secrets-dir`).
+struct RunnerLayout {
+    _root: tempfile::TempDir,
+    state: std::path::PathBuf,
+    refused: Vec<std::path::PathBuf>,
+    secrets: std::path::PathBuf,
+}
+
+fn runner_layout() -> RunnerLayout {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let secrets = root.path().join("secrets");
+    let tfstate = state.join("work/component-db/module/terraform.tfstate");
+    let files = [
+        state.join(outpost_runner::identity::KEY_FILE),
+        state.join(outpost_runner::journal::JOURNAL_FILE),
+        state.join(outpost_runner::audit::AUDIT_FILE),
+        tfstate,
+        secrets.join("db_password"),
+        root.path().join("token"),
+    ];
+    for file in &files {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, "runner-private-bytes\n").unwrap();
+    }
+    RunnerLayout {
+        state,
+        refused: files.into(),
+        secrets,
+        _root: root,
+    }
+}
+
+#[tokio::test]
+async fn a_step_cannot_read_what_the_runner_keeps_and_the_runner_goes_on() {
+    let layout = runner_layout();
+    let work = layout.state.join("work/action-migrate");
+    let mut script = String::new();
+    for file in &layout.refused {
+        script.push_str(&format!("cat {} && echo LEAKED\n", file.display()));
+    }
+    for dir in [
+        layout.secrets.to_str().unwrap(),
+        "/etc/systemd",
+        "/root",
+        "/home",
+    ] {
+        script.push_str(&format!("ls {dir} && echo LEAKED\n"));
+    }
+    // The directories above the work dir exist, empty but for the way down to it.
+    let state = layout.state.display();
+    script.push_str(&format!("echo state-has=$(ls -A {state} | tr '\\n' ,)\n"));
+    script.push_str("echo uid=$(id -u)\n");
+    let ctx = context(
+        &work,
+        action(json!([{"name": "snoop", "command": script}]), false),
+    );
+    let applied = run(&ctx).await.1.unwrap();
+    let log = &applied.log;
+    assert!(!log.contains("LEAKED"), "{log}");
+    assert!(!log.contains("runner-private-bytes"), "{log}");
+    for file in &layout.refused {
+        let refusal = format!("cat: {}: No such file or directory", file.display());
+        assert!(log.contains(&refusal), "{refusal}: {log}");
+    }
+    assert!(log.contains(&format!(
+        "ls: cannot access '{}': No such file or directory",
+        layout.secrets.display()
+    )));
+    assert!(log.contains("state-has=work,"), "{log}");
+    assert!(
+        log.contains("ls: cannot access '/root': No such file"),
+        "{log}"
+    );
+    // The step runs as nobody inside its user namespace.
+    assert!(log.contains("uid=65534"), "{log}");
+
+    // The runner's files are intact and the next Plan runs.
+    assert_eq!(
+        std::fs::read_to_string(&layout.refused[0]).unwrap(),
+        "runner-private-bytes\n"
+    );
+    let next = context(
+        &work,
+        action(
+            json!([{"name": "next", "command": "echo fine > next.txt && cat next.txt"}]),
+            false,
+        ),
+    );
+    let applied = run(&next).await.1.unwrap();
+    assert!(applied.log.contains("fine"), "{}", applied.log);
+    assert!(job_dir(&work).join("next.txt").exists());
+}

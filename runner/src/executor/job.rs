@@ -2,14 +2,16 @@
 //! bubblewrap (`bwrap`).
 //!
 //! There is no container runtime on the runner VM: a job's `image` is **not pulled**;
-//! its `command` runs on the host's root filesystem, sandboxed. An Action's steps
+//! its `command` runs on the host's system directories, sandboxed. An Action's steps
 //! run in order, `command` with `/bin/sh -c`, `script` with `/bin/sh -e -c`.
 //!
-//! Every step gets, from bubblewrap:
-//! * the host's root read-only (`--ro-bind / /`), a private `/tmp` (`--tmpfs /tmp`), a
+//! Every step gets, from bubblewrap ([`sandbox`] says what is visible and why):
+//! * the host's system directories read-only (an allow-list: never the runner's state
+//!   dir, configuration, secrets or any home), a private `/tmp` (`--tmpfs /tmp`), a
 //!   minimal `/dev` and a fresh `/proc`;
-//! * new user, pid, ipc, uts, cgroup and network namespaces (`--unshare-all`): no
-//!   network at all unless the Action declares `network: true` (`--share-net`);
+//! * new user, pid, ipc, uts, cgroup and network namespaces (`--unshare-all`), as uid
+//!   [`sandbox::SANDBOX_ID`] inside its user namespace: no network at all unless the
+//!   Action declares `network: true` (`--share-net`);
 //! * one writable directory, [`job_dir`] of the entity's work dir, bound at the same
 //!   path, as working directory, `HOME` and `OUTPOST_WORK_DIR`;
 //! * an environment of only `PATH`, `HOME`, `OUTPOST_WORK_DIR`, the step's `env`
@@ -29,6 +31,7 @@
 //! secret values of the step context masked ([`crate::mask`]), as everything the
 //! runner reports has.
 
+pub mod sandbox;
 mod steps;
 
 use super::child::{self, ChildError, OUTPUT_LIMIT};
@@ -146,7 +149,7 @@ impl JobExecutor {
         };
         let mut command = Command::new(&self.bwrap);
         command
-            .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent"])
+            .args(sandbox::args(None, false))
             .args(["--", "/bin/true"])
             .env_clear();
         let done = child::run(command, Duration::from_secs(30), 4096, false)
@@ -173,18 +176,7 @@ impl JobExecutor {
     ) -> Result<Command, JobError> {
         let mut command = Command::new(&self.bwrap);
         command
-            .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-            .args(["--tmpfs", "/tmp", "--unshare-all"]);
-        if network {
-            command.arg("--share-net");
-        }
-        command
-            .args(["--die-with-parent", "--new-session"])
-            .arg("--bind")
-            .arg(dir)
-            .arg(dir)
-            .arg("--chdir")
-            .arg(dir)
+            .args(sandbox::args(Some(dir), network))
             .arg("--")
             .args(&step.argv);
         command
