@@ -322,6 +322,8 @@ async fn check(
         }
     };
     let mut env = assumed.map(|r| r.env.clone()).unwrap_or_default();
+    // Masked in the report and its audit event (`crate::mask`).
+    let held = session.masks.hold();
     let source = assumed
         .and_then(|r| r.secrets.as_deref())
         .unwrap_or_else(|| session.secrets.as_ref());
@@ -336,6 +338,7 @@ async fn check(
             return;
         }
     }
+    held.add(&crate::mask::Masker::of_env(&env));
     let ctx = StepContext {
         plan: baseline.plan.clone(),
         plan_uid: baseline.plan_uid.clone(),

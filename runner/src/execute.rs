@@ -45,6 +45,9 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
             .and_then(|s| s.role.as_ref())
             .map(|r| r.name.clone()),
     };
+    // The secret values resolved for this Plan, masked in all it reports until it is
+    // journaled (`crate::mask`).
+    let held = session.masks.hold();
     let audited = match resume {
         Resume::Interrupted => audited_outputs(session, &name),
         Resume::Claimed => None,
@@ -55,7 +58,7 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
             // Its printed output went with the process; the outputs are in the audit log.
             Ok((outputs, String::new()))
         }
-        None => run(session, &plan, resume, &subject)
+        None => run(session, &plan, resume, &subject, &held)
             .await
             .map(|applied| (applied.outputs, applied.log)),
     };
@@ -70,7 +73,8 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
             session.audit(type_, subject, json!({"failed": message}));
             Stage::Failed { message }
         }
-    };
+    }
+    .masked(&session.masks.current());
     session
         .journal
         .lock()
@@ -129,6 +133,7 @@ async fn run(
     plan: &Plan,
     resume: Resume,
     subject: &Subject,
+    held: &crate::mask::Held<'_>,
 ) -> Result<Applied, Failure> {
     let name = plan.name_any();
     let uid = plan.uid().unwrap_or_default();
@@ -151,6 +156,7 @@ async fn run(
             .iter()
             .map(|(k, v)| (crate::secrets::env_name(k), v.clone())),
     );
+    held.add(&crate::mask::Masker::of_env(&env));
     let ctx = StepContext {
         plan: name.clone(),
         plan_uid: uid.clone(),

@@ -49,6 +49,29 @@ pub enum Stage {
     Lost,
 }
 
+impl Stage {
+    /// This stage with the secret values `masker` knows masked in what is reported from
+    /// it (outputs, log, message, summary).
+    pub fn masked(self, masker: &crate::mask::Masker) -> Stage {
+        if masker.is_empty() {
+            return self;
+        }
+        match self {
+            Stage::Applying { summary } => Stage::Applying {
+                summary: masker.mask(&summary),
+            },
+            Stage::Applied { outputs, log } => Stage::Applied {
+                outputs: masker.mask_map(&outputs),
+                log: masker.mask(&log),
+            },
+            Stage::Failed { message } => Stage::Failed {
+                message: masker.mask(&message),
+            },
+            other => other,
+        }
+    }
+}
+
 /// One journal line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {

@@ -190,10 +190,13 @@ impl SecretSource for SecretsManagerSecrets {
     }
 }
 
+/// The prefix of the environment variables holding resolved secrets ([`env_name`]).
+pub const ENV_PREFIX: &str = "OUTPOST_SECRET_";
+
 /// The environment variable an executor finds secret `name` in:
 /// `OUTPOST_SECRET_<NAME>`, upper-cased, `-` and `.` as `_`.
 pub fn env_name(name: &str) -> String {
-    let mut out = String::from("OUTPOST_SECRET_");
+    let mut out = String::from(ENV_PREFIX);
     out.extend(name.chars().map(|c| match c {
         '-' | '.' => '_',
         c => c.to_ascii_uppercase(),

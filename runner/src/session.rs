@@ -66,14 +66,17 @@ pub struct Session {
     pub vendor_policies: Mutex<Option<Vec<outpost_api::Policy>>>,
     /// The customer's AWS account (`--stack`): each Plan runs under its assumed role.
     pub aws: Option<crate::aws::Account>,
+    /// The secret values of what is in flight, masked in everything recorded.
+    pub masks: crate::mask::Masks,
     identity: Arc<Identity>,
 }
 
 impl Session {
     /// Records an audit event in the local log and wakes the shipper. An event that
     /// cannot be written to the state dir stops the runner: it must not act unaudited.
+    /// Secret values in flight ([`Session::masks`]) are masked in its details.
     pub fn audit(&self, type_: AuditEventType, subject: Subject, details: serde_json::Value) {
-        let details = (!details.is_null()).then_some(details);
+        let details = (!details.is_null()).then(|| self.masks.current().mask_json(&details));
         self.audit
             .lock()
             .expect("audit lock is never poisoned: appends do not panic")
@@ -130,6 +133,7 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
     args.state_dir = std::path::absolute(&args.state_dir)
         .with_context(|| format!("state dir {}", args.state_dir.display()))?;
     create_private_dir(&args.state_dir)?;
+    refuse_paths_steps_see(&args)?;
     let identity = Arc::new(Identity::load_or_create(&args.state_dir)?);
     let (namespace, install) = args.install_ref();
     let (namespace, install) = (namespace.to_owned(), install.to_owned());
@@ -177,6 +181,7 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         drift: crate::drift::Drift::open(&args.state_dir)?,
         vendor_policies: Mutex::default(),
         aws,
+        masks: Default::default(),
         identity,
         args,
     });
@@ -221,6 +226,28 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
     let (result, _, _) = futures::future::select_all(tasks).await;
     result.context("a runner task panicked")?;
     anyhow::bail!("a runner task stopped")
+}
+
+/// Job steps see the host's system directories ([`crate::executor::job::sandbox`]): the
+/// runner's state, secrets and cluster credentials must not be in one.
+fn refuse_paths_steps_see(args: &RunnerArgs) -> anyhow::Result<()> {
+    let paths = [
+        ("--state-dir", Some(&args.state_dir)),
+        ("--secrets-dir", args.secrets_dir.as_ref()),
+        ("--kubeconfig", args.kubeconfig.as_ref()),
+    ];
+    for (flag, path) in paths {
+        let Some(path) = path else { continue };
+        if let Some(root) = crate::executor::job::sandbox::exposing(path) {
+            anyhow::bail!(
+                "{flag} {} is under {}, which job steps can read; put it elsewhere \
+                 (e.g. /var/lib/outpost-runner)",
+                path.display(),
+                root.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn create_private_dir(dir: &Path) -> anyhow::Result<()> {

@@ -90,17 +90,39 @@ impl RunnerArgs {
     }
 }
 
-/// Parses one `--server` URL: `https://HOST[:PORT][/PATH]` (or `http://`, for loopback
-/// tests; the API server itself refuses plain HTTP elsewhere).
+/// Parses one `--server` URL: `https://HOST[:PORT][/PATH]`, or `http://` to a loopback
+/// host only (`127.0.0.0/8`, `::1`, `localhost`: tests and a local proxy). Anywhere else
+/// plain HTTP would carry the runner's token, and the Plans it executes, across a
+/// network anyone on the path can read and rewrite.
 fn server_url(value: &str) -> Result<Uri, String> {
     let url: Uri = value
         .trim()
         .parse()
         .map_err(|e| format!("{value:?} is not a URL: {e}"))?;
-    match (url.scheme_str(), url.authority()) {
-        (Some("https" | "http"), Some(_)) => Ok(url),
+    match (url.scheme_str(), url.host()) {
+        (Some("https"), Some(_)) => Ok(url),
+        (Some("http"), Some(host)) if is_loopback(host) => Ok(url),
+        (Some("http"), Some(_)) => Err(format!(
+            "{value:?} is plain http:// to a host that is not loopback: the runner's token \
+             and its Plans would cross the network unencrypted; use https:// (http:// is \
+             accepted only for 127.0.0.0/8, ::1 and localhost)"
+        )),
         _ => Err(format!("{value:?} is not an https:// URL of an API server")),
     }
+}
+
+/// Whether `host` (as in a URL: IPv6 in brackets) is a loopback address or `localhost`.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -173,6 +195,38 @@ mod tests {
                 .err()
                 .unwrap_or_else(|| panic!("{args:?} parsed"));
             assert!(error.to_string().contains(says), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn plain_http_is_accepted_only_to_loopback() {
+        for url in [
+            "http://127.0.0.1:8844",
+            "http://127.1.2.3",
+            "http://[::1]:8844",
+            "http://localhost:8844",
+            "http://LOCALHOST.",
+        ] {
+            assert_eq!(servers(&["--server", url]).len(), 1, "{url}");
+        }
+        for url in [
+            "http://outpost.example.com",
+            "http://10.0.0.1:8844",
+            "http://169.254.169.254",
+            "http://[::2]",
+            "http://localhost.example.com",
+            "http://127.0.0.1.example.com",
+            "https://a.example.com,http://b.example.com",
+        ] {
+            let error = parse(&["--server", url])
+                .err()
+                .unwrap_or_else(|| panic!("{url} parsed"));
+            assert!(
+                error
+                    .to_string()
+                    .contains("plain http:// to a host that is not loopback"),
+                "{url}: {error}"
+            );
         }
     }
 }

@@ -58,8 +58,9 @@ async fn steps_run_in_order_in_the_work_dir_with_only_their_environment() {
         action(
             json!([
                 {"name": "write", "command": "echo hello > result.txt && echo wrote"},
-                {"name": "read", "script": "test \"$GREETING\" = hi\ncat result.txt\necho home=$HOME\nenv | sort",
-                 "env": {"GREETING": "hi", "TOKEN": "${outpost-secret:api_token}"}}
+                {"name": "read", "script": "test \"$GREETING\" = hi\ncat result.txt\necho home=$HOME\nenv | sort\ntest \"$TOKEN\" = resolved-secret && echo token-received\necho \"$TOKEN\" | base64",
+                 "env": {"GREETING": "hi", "TOKEN": "${outpost-secret:api_token}"}},
+                {"name": "other", "command": "env | grep -c OUTPOST_SECRET_ || echo no-secrets-here"}
             ]),
             false,
         ),
@@ -70,11 +71,15 @@ async fn steps_run_in_order_in_the_work_dir_with_only_their_environment() {
             outpost_runner::secrets::env_name("api_token"),
             "resolved-secret".to_owned(),
         ),
+        (
+            outpost_runner::secrets::env_name("unreferenced"),
+            "not-for-steps".to_owned(),
+        ),
     ]);
     let (diff, applied) = run(&ctx).await;
     assert_eq!(diff.input, PolicyInput::Plan);
     assert!(diff.changes);
-    assert_eq!(diff.summary, "2 steps to run");
+    assert_eq!(diff.summary, "3 steps to run");
     assert_eq!(
         diff.document["steps"][0]["command"],
         "echo hello > result.txt && echo wrote"
@@ -98,8 +103,18 @@ async fn steps_run_in_order_in_the_work_dir_with_only_their_environment() {
         log.contains(&format!("hello\nhome={}\n", dir.display())),
         "{log}"
     );
-    assert!(log.contains("AWS_SESSION_TOKEN=role-creds"), "{log}");
-    assert!(log.contains("TOKEN=resolved-secret"), "{log}");
+    // The step got the secret and the role's credentials, and the log that goes to the
+    // control plane shows neither, in any encoding.
+    assert!(log.contains("token-received"), "{log}");
+    assert!(log.contains("AWS_SESSION_TOKEN=***"), "{log}");
+    assert!(log.contains("TOKEN=***"), "{log}");
+    assert!(!log.contains("resolved-secret"), "{log}");
+    assert!(!log.contains("cmVzb2x2ZWQtc2VjcmV0"), "{log}");
+    assert!(!log.contains("role-creds"), "{log}");
+    // Steps get only the secrets their env references, never the Plan's others.
+    assert!(!log.contains("OUTPOST_SECRET_"), "{log}");
+    assert!(!log.contains("not-for-steps"), "{log}");
+    assert!(log.contains("no-secrets-here"), "{log}");
     // Nothing of the runner's own environment leaks in.
     assert!(!log.contains("CARGO"), "{log}");
     let steps = &applied.outputs["steps"];
@@ -283,6 +298,7 @@ async fn job_components_run_their_command_and_teardown_runs_nothing() {
     assert_eq!(diff.document["image"], "ghcr.io/acme/seed:1");
     assert_eq!(diff.summary, "1 step to run");
     let applied = applied.unwrap();
+    // A value shorter than 4 characters is not masked (it would mangle every log).
     assert!(applied.log.contains("seeded full pw"), "{}", applied.log);
     assert_eq!(applied.outputs["steps"][0]["name"], "seed");
 
@@ -311,4 +327,99 @@ async fn apply_refuses_a_diff_of_other_steps() {
     diff.document["steps"][0]["command"] = json!("rm -rf /");
     let err = job.apply(&ctx, &diff).await.unwrap_err().to_string();
     assert!(err.contains("not the plan of this desired state"), "{err}");
+}
+
+/// Files laid out as a real runner's (`settings.rs`, `identity.rs`, `journal.rs`,
+/// `audit.rs`, terraform's work dir, `outpost up`'s token file, `--secrets-dir`).
+struct RunnerLayout {
+    _root: tempfile::TempDir,
+    state: std::path::PathBuf,
+    refused: Vec<std::path::PathBuf>,
+    secrets: std::path::PathBuf,
+}
+
+fn runner_layout() -> RunnerLayout {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let secrets = root.path().join("secrets");
+    let tfstate = state.join("work/component-db/module/terraform.tfstate");
+    let files = [
+        state.join(outpost_runner::identity::KEY_FILE),
+        state.join(outpost_runner::journal::JOURNAL_FILE),
+        state.join(outpost_runner::audit::AUDIT_FILE),
+        tfstate,
+        secrets.join("db_password"),
+        root.path().join("token"),
+    ];
+    for file in &files {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, "runner-private-bytes\n").unwrap();
+    }
+    RunnerLayout {
+        state,
+        refused: files.into(),
+        secrets,
+        _root: root,
+    }
+}
+
+#[tokio::test]
+async fn a_step_cannot_read_what_the_runner_keeps_and_the_runner_goes_on() {
+    let layout = runner_layout();
+    let work = layout.state.join("work/action-migrate");
+    let mut script = String::new();
+    for file in &layout.refused {
+        script.push_str(&format!("cat {} && echo LEAKED\n", file.display()));
+    }
+    for dir in [
+        layout.secrets.to_str().unwrap(),
+        "/etc/systemd",
+        "/root",
+        "/home",
+    ] {
+        script.push_str(&format!("ls {dir} && echo LEAKED\n"));
+    }
+    // The directories above the work dir exist, empty but for the way down to it.
+    let state = layout.state.display();
+    script.push_str(&format!("echo state-has=$(ls -A {state} | tr '\\n' ,)\n"));
+    script.push_str("echo uid=$(id -u)\n");
+    let ctx = context(
+        &work,
+        action(json!([{"name": "snoop", "command": script}]), false),
+    );
+    let applied = run(&ctx).await.1.unwrap();
+    let log = &applied.log;
+    assert!(!log.contains("LEAKED"), "{log}");
+    assert!(!log.contains("runner-private-bytes"), "{log}");
+    for file in &layout.refused {
+        let refusal = format!("cat: {}: No such file or directory", file.display());
+        assert!(log.contains(&refusal), "{refusal}: {log}");
+    }
+    assert!(log.contains(&format!(
+        "ls: cannot access '{}': No such file or directory",
+        layout.secrets.display()
+    )));
+    assert!(log.contains("state-has=work,"), "{log}");
+    assert!(
+        log.contains("ls: cannot access '/root': No such file"),
+        "{log}"
+    );
+    // The step runs as nobody inside its user namespace.
+    assert!(log.contains("uid=65534"), "{log}");
+
+    // The runner's files are intact and the next Plan runs.
+    assert_eq!(
+        std::fs::read_to_string(&layout.refused[0]).unwrap(),
+        "runner-private-bytes\n"
+    );
+    let next = context(
+        &work,
+        action(
+            json!([{"name": "next", "command": "echo fine > next.txt && cat next.txt"}]),
+            false,
+        ),
+    );
+    let applied = run(&next).await.1.unwrap();
+    assert!(applied.log.contains("fine"), "{}", applied.log);
+    assert!(job_dir(&work).join("next.txt").exists());
 }

@@ -111,7 +111,18 @@ impl OwedReports {
 /// Records the result of a check of `baseline`'s component: a report with the policy
 /// verdicts, owed to the control plane, and an audit event when the drift is new
 /// (or changed) or when the component is back in sync.
+/// Secret values in flight ([`Session::masks`]) are masked in the diff first.
 pub async fn record(session: &Session, baseline: &Baseline, diff: Vec<DiffEntry>) {
+    let masker = session.masks.current();
+    let diff: Vec<DiffEntry> = diff
+        .into_iter()
+        .map(|entry| DiffEntry {
+            path: masker.mask(&entry.path),
+            desired: entry.desired.map(|v| masker.mask_json(&v)),
+            live: entry.live.map(|v| masker.mask_json(&v)),
+            ..entry
+        })
+        .collect();
     let component = &baseline.component;
     let previous = session.drift.reports.last(component);
     let now = Time(jiff::Timestamp::now());

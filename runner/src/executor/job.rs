@@ -2,34 +2,42 @@
 //! bubblewrap (`bwrap`).
 //!
 //! There is no container runtime on the runner VM: a job's `image` is **not pulled**;
-//! its `command` runs on the host's root filesystem, sandboxed. An Action's steps run
-//! in order, `command` with `/bin/sh -c`, `script` with `/bin/sh -e -c`.
+//! its `command` runs on the host's system directories, sandboxed. An Action's steps
+//! run in order, `command` with `/bin/sh -c`, `script` with `/bin/sh -e -c`.
 //!
-//! Every step gets, from bubblewrap:
-//! * the host's root read-only (`--ro-bind / /`), a private `/tmp` (`--tmpfs /tmp`), a
+//! Every step gets, from bubblewrap ([`sandbox`] says what is visible and why):
+//! * the host's system directories read-only (an allow-list: never the runner's state
+//!   dir, configuration, secrets or any home), a private `/tmp` (`--tmpfs /tmp`), a
 //!   minimal `/dev` and a fresh `/proc`;
-//! * new user, pid, ipc, uts, cgroup and network namespaces (`--unshare-all`): no
-//!   network at all unless the Action declares `network: true` (`--share-net`);
+//! * new user, pid, ipc, uts, cgroup and network namespaces (`--unshare-all`), as uid
+//!   [`sandbox::SANDBOX_ID`] inside its user namespace: no network at all unless the
+//!   Action declares `network: true` (`--share-net`);
 //! * one writable directory, [`job_dir`] of the entity's work dir, bound at the same
 //!   path, as working directory, `HOME` and `OUTPOST_WORK_DIR`;
 //! * an environment of only `PATH`, `HOME`, `OUTPOST_WORK_DIR`, the step's `env`
 //!   (secret references `${outpost-secret:NAME}` resolved there, and only there: a
-//!   command reads a secret as `$VAR`, so it never appears in argv) and the step
-//!   context's `env` (the role's credentials, which win). The environment is handed to bubblewrap as its own, never
-//!   on its command line;
+//!   command reads a secret as `$VAR`, so it never appears in argv) and the role's
+//!   credentials from the step context's `env` (which win). A step gets only the
+//!   secrets its own `env` references: the Plan's other resolved secrets
+//!   (`OUTPOST_SECRET_*`) are not passed on. The environment is handed to bubblewrap as
+//!   its own, never on its command line;
 //! * `--die-with-parent` and `--new-session`: killing bubblewrap (on timeout) ends the
 //!   sandbox's pid namespace and everything in it.
 //!
 //! The timeout (the smaller of the step context's and the Action's `timeoutSeconds`)
 //! covers all steps. Output is captured per step, stdout and stderr interleaved, the
 //! last 64 KiB behind a truncation marker. A non-zero exit fails the apply, naming the
-//! step, its exit code and the tail of its output.
+//! step, its exit code and the tail of its output. The log and that tail have the
+//! secret values of the step context masked ([`crate::mask`]), as everything the
+//! runner reports has.
 
+pub mod sandbox;
 mod steps;
 
 use super::child::{self, ChildError, OUTPUT_LIMIT};
 use super::secret_ref::{self, UnresolvedSecret};
 use super::{Applied, Diff, Executor, StepContext};
+use crate::mask::Masker;
 use futures::future::BoxFuture;
 use outpost_api::PolicyInput;
 use serde_json::{Value, json};
@@ -141,7 +149,7 @@ impl JobExecutor {
         };
         let mut command = Command::new(&self.bwrap);
         command
-            .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent"])
+            .args(sandbox::args(None, false))
             .args(["--", "/bin/true"])
             .env_clear();
         let done = child::run(command, Duration::from_secs(30), 4096, false)
@@ -168,18 +176,7 @@ impl JobExecutor {
     ) -> Result<Command, JobError> {
         let mut command = Command::new(&self.bwrap);
         command
-            .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-            .args(["--tmpfs", "/tmp", "--unshare-all"]);
-        if network {
-            command.arg("--share-net");
-        }
-        command
-            .args(["--die-with-parent", "--new-session"])
-            .arg("--bind")
-            .arg(dir)
-            .arg(dir)
-            .arg("--chdir")
-            .arg(dir)
+            .args(sandbox::args(Some(dir), network))
             .arg("--")
             .args(&step.argv);
         command
@@ -190,7 +187,12 @@ impl JobExecutor {
         for (name, value) in &step.env {
             command.env(name, secret_ref::resolve(value, &ctx.env)?);
         }
-        command.envs(&ctx.env);
+        // The role's credentials; the Plan's secrets only through the step's own env.
+        command.envs(
+            ctx.env
+                .iter()
+                .filter(|(name, _)| !name.starts_with(crate::secrets::ENV_PREFIX)),
+        );
         Ok(command)
     }
 
@@ -218,6 +220,7 @@ impl JobExecutor {
                 path: dir.clone(),
                 source,
             })?;
+        let masker = Masker::of_env(&ctx.env);
         let mut log = String::new();
         let mut results = Vec::new();
         for step in &run.steps {
@@ -235,7 +238,7 @@ impl JobExecutor {
                 ChildError::TimedOut { output, .. } => JobError::TimedOut {
                     step: step.name.clone(),
                     after: timeout,
-                    output,
+                    output: masker.mask(&output),
                 },
                 source => JobError::Child {
                     step: step.name.clone(),
@@ -243,8 +246,10 @@ impl JobExecutor {
                 },
             })?;
             let code = done.exit_code();
-            log.push_str(&format!("== step {} ==\n{}", step.name, done.output));
-            if !done.output.is_empty() && !done.output.ends_with('\n') {
+            // The whole output at once: a value split across reads is masked too.
+            let output = masker.mask(&done.output);
+            log.push_str(&format!("== step {} ==\n{}", step.name, output));
+            if !output.is_empty() && !output.ends_with('\n') {
                 log.push('\n');
             }
             log.push_str(&format!(
@@ -255,7 +260,7 @@ impl JobExecutor {
                 return Err(JobError::StepFailed {
                     step: step.name.clone(),
                     code,
-                    tail: tail(&done.output, ERROR_TAIL),
+                    tail: tail(&output, ERROR_TAIL),
                 });
             }
             results.push(json!({

@@ -1,0 +1,209 @@
+//! What a job step sees: bubblewrap's arguments, by allow-list.
+//!
+//! A step is vendor code run on the customer's VM. It must not reach what the runner
+//! keeps: its signing key (it could forge the audit log), its journal and audit log,
+//! other components' work dirs (terraform state), the `--secrets-dir`, the runner's
+//! configuration and token, the systemd unit whose command line may carry it, or any
+//! home directory. So nothing of the host is visible unless listed here:
+//!
+//! * read-only, bound only when they exist (`--ro-bind-try`; a top-level symlink such as
+//!   `/bin -> usr/bin` is recreated as that symlink): the system directories [`SYSTEM`]
+//!   (`/usr`, `/bin`, `/sbin`, every `/lib*`), TLS trust (`/etc/ssl`,
+//!   `/etc/ca-certificates`), name resolution (`/etc/resolv.conf`, `/etc/hosts`,
+//!   `/etc/nsswitch.conf`, `/etc/host.conf`, `/etc/gai.conf`), users (`/etc/passwd`,
+//!   `/etc/group`), the dynamic linker's cache and configuration, `/etc/alternatives`
+//!   (where Debian's `awk` and friends point) and `/etc/localtime`;
+//! * read-write: the step's own directory ([`super::job_dir`] of the entity's work dir),
+//!   bound at the same path — the directories above it exist in the sandbox but are
+//!   empty, so the state dir around it is not there;
+//! * a private `/tmp` (tmpfs), a minimal `/dev` and a `/proc` of the sandbox's own pid
+//!   namespace.
+//!
+//! Reading anything else fails with `No such file or directory`; [`HIDDEN`] directories
+//! inside the system paths (`/etc/ssl/private`) are covered with an empty tmpfs.
+//!
+//! # The step's uid
+//!
+//! Steps run as uid and gid [`SANDBOX_ID`] (65534, `nobody`) inside a new user
+//! namespace (`--unshare-user --uid 65534 --gid 65534`), which maps it onto the runner's
+//! own uid outside. What that buys: the step has no capabilities, in its namespace or
+//! the host's, so it cannot mount, unmount or remount to uncover what the allow-list
+//! hides, change its uid, or signal or trace the runner (it is in its own pid namespace
+//! too); tools see an unprivileged user. What it does not buy: to the kernel, files the
+//! step creates or reaches belong to the runner's uid (the work dir's files stay the
+//! runner's to clean up), so a file of the runner's that were mounted in would be
+//! readable — which is why the protection is what is mounted, not the uid. A distinct
+//! host uid would need the runner to be privileged (to switch to it) or a setuid helper;
+//! the runner does not require either. Run as root (as in this repository's test
+//! machines), bubblewrap 0.8 creates the user namespace the same way and the step is
+//! uid 65534 inside, mapped onto root outside, still without any capability.
+//!
+//! # Network
+//!
+//! Without `network: true` the step has its own, empty network namespace (only a
+//! loopback device that is down). With it the step shares the host's network
+//! (`--share-net`), and so can reach the instance metadata service (169.254.169.254)
+//! and the instance role's credentials. Blocking that address needs a network
+//! namespace of its own with routed, filtered egress (slirp4netns or pasta) or a
+//! netfilter rule for the runner's uid on the host; neither is done here.
+//!
+//! A system path must hold nothing of the runner's: the runner refuses to start with a
+//! `--state-dir`, `--secrets-dir` or `--kubeconfig` under one of them ([`exposing`]).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The uid and gid steps run as inside their user namespace (`nobody`).
+pub const SANDBOX_ID: u32 = 65534;
+
+/// Host paths steps see, read-only, when they exist; plus every `/lib*` directory.
+pub const SYSTEM: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+];
+
+/// Directories inside [`SYSTEM`] paths that steps must not see (private TLS keys):
+/// covered by an empty tmpfs. A step's uid maps onto the runner's, so a runner run as
+/// root would otherwise let steps read root's `0600` files there.
+pub const HIDDEN: &[&str] = &["/etc/ssl/private"];
+
+/// The `/lib*` directories (`/lib`, `/lib64`, `/lib32`, `/libx32`) of this host.
+fn library_dirs() -> Vec<String> {
+    let mut dirs: Vec<String> = std::fs::read_dir("/")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|name| name.starts_with("lib"))
+                .map(|name| format!("/{name}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// The system path steps see that `path` lies in, if any. `path` is resolved first
+/// when it exists (a symlink into `/usr` is in `/usr`).
+pub fn exposing(path: &Path) -> Option<PathBuf> {
+    let path = std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .ok()?;
+    SYSTEM
+        .iter()
+        .map(PathBuf::from)
+        .chain(library_dirs().into_iter().map(PathBuf::from))
+        .find(|root| {
+            path.starts_with(root)
+                || std::fs::canonicalize(root).is_ok_and(|real| path.starts_with(real))
+        })
+}
+
+/// bubblewrap's arguments for a step whose writable directory is `dir` (none: no
+/// writable directory, working directory `/`), up to (not including) `--` and the
+/// command.
+pub fn args(dir: Option<&Path>, network: bool) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+    push(&["--unshare-all", "--unshare-user"]);
+    let id = SANDBOX_ID.to_string();
+    push(&["--uid", &id, "--gid", &id]);
+    if network {
+        push(&["--share-net"]);
+    }
+    push(&["--die-with-parent", "--new-session"]);
+    let system = SYSTEM.iter().map(|p| (*p).to_owned()).chain(library_dirs());
+    for path in system {
+        // A top-level symlink (merged /usr: /bin -> usr/bin) stays a symlink.
+        match std::fs::read_link(&path) {
+            Ok(target) if !path.starts_with("/etc/") => {
+                args.push("--symlink".into());
+                args.push(target.into_os_string());
+                args.push(path.into());
+            }
+            _ => {
+                args.push("--ro-bind-try".into());
+                args.push(path.clone().into());
+                args.push(path.into());
+            }
+        }
+    }
+    let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+    for hidden in HIDDEN {
+        if Path::new(hidden).is_dir() {
+            push(&["--tmpfs", hidden]);
+        }
+    }
+    push(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+    // After /tmp: the directory may be under it.
+    if let Some(dir) = dir {
+        args.push("--bind".into());
+        args.push(dir.into());
+        args.push(dir.into());
+    }
+    args.push("--chdir".into());
+    args.push(dir.unwrap_or(Path::new("/")).into());
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(args: &[OsString]) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn only_system_paths_and_the_step_dir_are_bound() {
+        let args = text(&args(
+            Some(Path::new("/srv/state/work/action-x/job")),
+            false,
+        ));
+        assert!(!args.contains("--ro-bind / /"), "{args}");
+        assert!(args.contains("--uid 65534 --gid 65534"), "{args}");
+        assert!(args.contains("--unshare-user"), "{args}");
+        assert!(!args.contains("--share-net"), "{args}");
+        assert!(args.contains("--ro-bind-try /etc/resolv.conf /etc/resolv.conf"));
+        assert!(args.ends_with(
+            "--tmpfs /tmp --bind /srv/state/work/action-x/job /srv/state/work/action-x/job \
+             --chdir /srv/state/work/action-x/job"
+        ));
+        // Nothing else of /etc, and no home.
+        assert!(!args.contains("/etc "), "{args}");
+        assert!(!args.contains("/root") && !args.contains("/home"), "{args}");
+        assert!(text(&super::args(Some(Path::new("/w")), true)).contains("--share-net"));
+    }
+
+    #[test]
+    fn runner_files_under_system_paths_are_found() {
+        assert_eq!(
+            exposing(Path::new("/usr/local/outpost/state")),
+            Some(PathBuf::from("/usr"))
+        );
+        assert_eq!(
+            exposing(Path::new("/etc/ssl/private/outpost")),
+            Some(PathBuf::from("/etc/ssl"))
+        );
+        assert_eq!(exposing(Path::new("/var/lib/outpost-runner")), None);
+        assert_eq!(exposing(Path::new("/etc/outpost/secrets")), None);
+    }
+}
