@@ -12,7 +12,7 @@
 use crate::registry::{PrinterColumn, ResourceType};
 
 /// The served kinds: core `v1` ConfigMap, Secret, Service and Namespace (cluster
-/// scoped), `apps/v1` Deployment and StatefulSet, `networking.k8s.io/v1` Ingress,
+/// scoped), `apps/v1` Deployment and StatefulSet, `networking.k8s.io/v1` Ingress and NetworkPolicy,
 /// `policy/v1` PodDisruptionBudget (what the Helm chart in `charts/outpost/` installs).
 pub fn kinds() -> Vec<ResourceType> {
     let kind = |group: &str, kind: &str, plural: &str, namespaced: bool, short: &[&str]| {
@@ -36,6 +36,13 @@ pub fn kinds() -> Vec<ResourceType> {
         kind("apps", "Deployment", "deployments", true, &["deploy"]),
         kind("apps", "StatefulSet", "statefulsets", true, &["sts"]),
         kind("networking.k8s.io", "Ingress", "ingresses", true, &["ing"]),
+        kind(
+            "networking.k8s.io",
+            "NetworkPolicy",
+            "networkpolicies",
+            true,
+            &["netpol"],
+        ),
         kind(
             "policy",
             "PodDisruptionBudget",

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use outpost_apiserver::auth::TokenFile;
 use outpost_apiserver::server::{ApiServer, ServerConfig};
-use outpost_apiserver::storage::{EmbeddedOptions, StoreLocation};
+use outpost_apiserver::storage::{EmbeddedOptions, EtcdTls, StoreLocation};
 
 /// Arguments of `outpost server`.
 #[derive(clap::Args)]
@@ -17,6 +17,17 @@ pub struct ServerArgs {
     /// Where objects live: `embedded:DIR` or `etcd://HOST:PORT[,HOST:PORT...]`.
     #[arg(long, default_value = "embedded:.outpost/store")]
     store: StoreLocation,
+    /// PEM CA bundle that signed the etcd members' serving certificates: speak TLS
+    /// (https) to etcd. Like kube-apiserver's `--etcd-cafile`.
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// PEM client certificate for etcd's client-certificate authentication
+    /// (`--client-cert-auth`); needs `--etcd-keyfile` and `--etcd-cafile`.
+    #[arg(long, requires_all = ["etcd_keyfile", "etcd_cafile"])]
+    etcd_certfile: Option<PathBuf>,
+    /// PEM private key of `--etcd-certfile`.
+    #[arg(long, requires = "etcd_certfile")]
+    etcd_keyfile: Option<PathBuf>,
     /// Bearer tokens, one per line: `token,user,uid,"group1,group2"`. Members of
     /// `outpost:admins` may do everything, of `outpost:viewers` read and watch.
     #[arg(long)]
@@ -42,8 +53,8 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = 10)]
     watch_bookmark_seconds: u64,
     /// Also serve the common Kubernetes kinds (core v1 ConfigMap, Secret, Service,
-    /// Namespace; apps/v1 Deployment, StatefulSet; networking.k8s.io/v1 Ingress;
-    /// policy/v1 PodDisruptionBudget) as schemaless objects: a stand-in cluster for the
+    /// Namespace; apps/v1 Deployment, StatefulSet; networking.k8s.io/v1 Ingress,
+    /// NetworkPolicy; policy/v1 PodDisruptionBudget) as schemaless objects: a stand-in cluster for the
     /// runner's kubernetes_manifest components in tests and `outpost up`. API only:
     /// objects are stored, patched, applied and watched, but nothing runs them (no pods,
     /// no rollouts, no addresses).
@@ -64,12 +75,25 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         tracing::warn!(error = %err, "serving with the default open-files limit");
     }
     let tokens = TokenFile::read(&args.tokens)?;
+    let etcd_tls = match (&args.etcd_cafile, &args.store) {
+        (None, _) => None,
+        (Some(ca), StoreLocation::Etcd(_)) => Some(EtcdTls {
+            ca_file: ca.clone(),
+            client: args.etcd_certfile.clone().zip(args.etcd_keyfile.clone()),
+        }),
+        (Some(_), StoreLocation::Embedded(_)) => {
+            bail!("--etcd-cafile, --etcd-certfile and --etcd-keyfile apply to an etcd store only")
+        }
+    };
     let store = args
         .store
-        .open(EmbeddedOptions {
-            history: args.embedded_history,
-            cache_bytes: args.embedded_cache_mib << 20,
-        })
+        .open_with(
+            EmbeddedOptions {
+                history: args.embedded_history,
+                cache_bytes: args.embedded_cache_mib << 20,
+            },
+            etcd_tls.as_ref(),
+        )
         .await
         .with_context(|| format!("cannot open the store {:?}", args.store))?;
     let mut config = ServerConfig::outpost(tokens);

@@ -32,12 +32,18 @@ pub fn runner_binary() -> PathBuf {
     workspace_binary("outpost-runner", "outpost-runner")
 }
 
+/// `OUTPOST_TEST_BINARIES=DIR` runs the binaries in DIR instead: for several checkouts
+/// sharing one target directory, whose builds replace each other's `target/debug/outpost`.
 fn workspace_binary(name: &str, package: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows where it runs from");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binaries live in target/<profile>/deps");
+    let profile_dir = match std::env::var_os("OUTPOST_TEST_BINARIES") {
+        Some(dir) => PathBuf::from(dir),
+        None => exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binaries live in target/<profile>/deps")
+            .to_owned(),
+    };
     let binary = profile_dir.join(name);
     assert!(
         binary.exists(),
@@ -77,6 +83,8 @@ struct ServerArgs {
     tokens: PathBuf,
     tls: SelfSigned,
     standin_cluster: bool,
+    /// More flags of `outpost server` (e.g. `--etcd-cafile`).
+    extra: Vec<String>,
 }
 
 /// Starts `outpost server` and returns it with the URL it printed.
@@ -97,6 +105,7 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
         .arg(&args.tls.key)
         .args(["--watch-bookmark-seconds", "1", "--embedded-history", "50"])
         .args(args.standin_cluster.then_some("--standin-cluster"))
+        .args(&args.extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -136,7 +145,14 @@ impl ControlPlane {
     /// on a free port, over TLS. [`ControlPlane::start_replica`] adds more replicas.
     pub async fn start_on(etcd: &EtcdCluster) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
-        Self::start_in(dir, etcd.store(), Backend::Etcd, None, false).await
+        Self::start_in(dir, etcd.store(), Backend::Etcd, None, false, Vec::new()).await
+    }
+
+    /// Starts `outpost server --store STORE` (an etcd the test runs itself) with more
+    /// flags, e.g. `--etcd-cafile` for an etcd that speaks TLS.
+    pub async fn start_on_etcd_with(store: String, flags: Vec<String>) -> ControlPlane {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        Self::start_in(dir, store, Backend::Etcd, None, false, flags).await
     }
 
     async fn start_with(backend: Backend, standin_cluster: bool) -> ControlPlane {
@@ -154,7 +170,7 @@ impl ControlPlane {
                 )
             }
         };
-        Self::start_in(dir, store, backend, etcd, standin_cluster).await
+        Self::start_in(dir, store, backend, etcd, standin_cluster, Vec::new()).await
     }
 
     async fn start_in(
@@ -163,6 +179,7 @@ impl ControlPlane {
         backend: Backend,
         etcd: Option<ThrowawayEtcd>,
         standin_cluster: bool,
+        extra: Vec<String>,
     ) -> ControlPlane {
         let token = || format!("{:032x}", rand::random::<u128>());
         let (admin_token, viewer_token, nobody_token, approver_token) =
@@ -181,6 +198,7 @@ impl ControlPlane {
             tokens,
             tls: tls.clone(),
             standin_cluster,
+            extra,
         };
         let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
         ControlPlane {
@@ -218,6 +236,7 @@ impl ControlPlane {
             tokens,
             tls: tls.clone(),
             standin_cluster: self.args.standin_cluster,
+            extra: self.args.extra.clone(),
         };
         let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
         ControlPlane {

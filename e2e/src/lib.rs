@@ -16,6 +16,7 @@ mod raw;
 mod recording;
 mod registry;
 pub mod shop;
+pub mod tls_etcd;
 
 pub use cluster::{Backend, ControlPlane, Process, outpost_binary, runner_binary};
 pub use etcd_cluster::EtcdCluster;
@@ -23,6 +24,7 @@ pub use kubectl::{Kubectl, Run};
 pub use raw::Reply;
 pub use recording::RecordingProxy;
 pub use registry::{Registry, TestImage, sha256};
+pub use tls_etcd::TlsEtcd;
 
 /// The repository's `manifests/` directory (the example app).
 pub fn manifests() -> std::path::PathBuf {

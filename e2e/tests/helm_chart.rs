@@ -2,16 +2,15 @@
 //! its values schema refuses bad values naming the field, and `helm install` into the
 //! stand-in cluster creates the objects it should, with the bundled etcd and with an
 //! external one. Last, the containers it renders run: the API server and controllers
-//! Deployments' args, env and Secret volumes, run here as processes on a real etcd,
-//! serve `/readyz` and elect a leader.
+//! Deployments' args, env and Secret volumes, run here as processes on a real etcd that
+//! takes only TLS clients with a certificate, serve `/readyz` and elect a leader.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use base64::Engine as _;
-use outpost_apiserver::storage::ThrowawayEtcd;
 use outpost_e2e::helm::{Helm, LINT_ERROR, LINT_WARNING, outpost_chart};
-use outpost_e2e::{ControlPlane, Process, eventually, outpost_binary};
+use outpost_e2e::{ControlPlane, Process, TlsEtcd, eventually, outpost_binary};
 use serde_json::{Value, json};
 
 /// An object the release created, read back from the stand-in cluster.
@@ -147,6 +146,13 @@ async fn the_schema_refuses_bad_values_naming_the_field() {
     );
     let error = refused(json!({"etcd": {"mode": "external"}}));
     assert!(error.contains("at '/etcd/external/endpoints'"), "{error}");
+    let error = refused(
+        json!({"etcd": {"mode": "external", "external": {"endpoints": ["etcd-a.db:2379"]}}}),
+    );
+    assert!(
+        error.contains("etcd.tls.existingSecret: an external etcd with TLS needs your Secret"),
+        "{error}"
+    );
     let error = refused(json!({"etcd": {"bundled": {"replicas": 2}}}));
     assert!(error.contains("at '/etcd/bundled/replicas'"), "{error}");
     let error = refused(json!({"securityContext": {"readOnlyRootFilesystem": false}}));
@@ -223,11 +229,71 @@ async fn installs_with_the_bundled_etcd() {
     assert_eq!(etcd["spec"]["serviceName"], "op-outpost-etcd-headless");
     assert_locked_down(&etcd);
     let initial: Vec<String> = (0..3)
-        .map(|i| format!("op-outpost-etcd-{i}=http://{}:2380", members[i]))
+        .map(|i| format!("op-outpost-etcd-{i}=https://{}:2380", members[i]))
         .collect();
+    let etcd_args = args(&etcd);
+    assert_eq!(flag(&etcd_args, "initial-cluster"), Some(initial.join(",")));
+
+    // etcd speaks TLS to clients and peers and takes only certificates of its CA; the
+    // API server brings one.
     assert_eq!(
-        flag(&args(&etcd), "initial-cluster"),
-        Some(initial.join(","))
+        flag(&etcd_args, "listen-client-urls").as_deref(),
+        Some("https://0.0.0.0:2379")
+    );
+    for (name, value) in [
+        ("cert-file", "/etc/etcd/tls/server.crt"),
+        ("key-file", "/etc/etcd/tls/server.key"),
+        ("trusted-ca-file", "/etc/etcd/tls/ca.crt"),
+        ("peer-cert-file", "/etc/etcd/tls/server.crt"),
+        ("peer-trusted-ca-file", "/etc/etcd/tls/ca.crt"),
+    ] {
+        assert_eq!(flag(&etcd_args, name).as_deref(), Some(value), "{name}");
+    }
+    for switch in ["--client-cert-auth", "--peer-client-cert-auth"] {
+        assert!(
+            etcd_args.iter().any(|a| a == switch),
+            "{switch}: {etcd_args:?}"
+        );
+    }
+    for (name, value) in [
+        ("etcd-cafile", "/etc/outpost/etcd-tls/ca.crt"),
+        ("etcd-certfile", "/etc/outpost/etcd-tls/client.crt"),
+        ("etcd-keyfile", "/etc/outpost/etcd-tls/client.key"),
+    ] {
+        assert_eq!(flag(&server_args, name).as_deref(), Some(value), "{name}");
+    }
+    for key in [
+        "ca.crt",
+        "server.crt",
+        "server.key",
+        "client.crt",
+        "client.key",
+    ] {
+        let pem =
+            String::from_utf8(secret_value(&cluster, ns, "op-outpost-etcd-tls", key)).expect("PEM");
+        assert!(pem.starts_with("-----BEGIN "), "{key}: {pem}");
+    }
+    // Only the API server's pods reach etcd's client port, only members its peer port.
+    let policy = get(&cluster, "networkpolicy", ns, "op-outpost-etcd");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        etcd["spec"]["selector"]["matchLabels"]
+    );
+    let ingress = policy["spec"]["ingress"].as_array().expect("ingress rules");
+    let from = |port: &str| {
+        ingress
+            .iter()
+            .find(|rule| rule["ports"][0]["port"] == port)
+            .map(|rule| rule["from"].clone())
+            .unwrap_or_else(|| panic!("no rule for port {port}: {policy}"))
+    };
+    assert_eq!(
+        from("client"),
+        json!([{"podSelector": {"matchLabels": apiserver["spec"]["selector"]["matchLabels"]}}])
+    );
+    assert_eq!(
+        from("peer"),
+        json!([{"podSelector": {"matchLabels": etcd["spec"]["selector"]["matchLabels"]}}])
     );
     let headless = get(&cluster, "service", ns, "op-outpost-etcd-headless");
     assert_eq!(headless["spec"]["clusterIP"], "None");
@@ -283,7 +349,11 @@ async fn installs_with_an_external_etcd() {
     let cluster = ControlPlane::start_standin_cluster().await;
     let ns = "outpost";
     let values = json!({
-        "etcd": {"mode": "external", "external": {"endpoints": ["etcd-a.db:2379", "etcd-b.db:2379"]}},
+        "etcd": {
+            "mode": "external",
+            "external": {"endpoints": ["etcd-a.db:2379", "etcd-b.db:2379"]},
+            "tls": {"existingSecret": "my-etcd-client"},
+        },
         // Each replica's URL: the runner fails over between them.
         "controllers": {"publicUrl": "https://outpost-0.example.com,https://outpost-1.example.com:6443"},
         "serviceMonitor": {"enabled": true},
@@ -298,6 +368,16 @@ async fn installs_with_an_external_etcd() {
         Some("etcd://etcd-a.db:2379,etcd-b.db:2379")
     );
     assert!(names(&cluster, "statefulsets", ns).is_empty());
+    assert!(names(&cluster, "networkpolicies", ns).is_empty());
+    // The client certificate comes from the user's Secret; none is generated.
+    let etcd_tls = apiserver["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "etcd-tls")
+        .expect("the etcd-tls volume");
+    assert_eq!(etcd_tls["secret"]["secretName"], "my-etcd-client");
+    assert!(!names(&cluster, "secrets", ns).contains(&"op-outpost-etcd-tls".to_owned()));
     assert_eq!(names(&cluster, "services", ns), ["op-outpost"]);
     let controllers = get(&cluster, "deployment", ns, "op-outpost-controllers");
     let public_url = container(&controllers)["env"]
@@ -426,10 +506,33 @@ fn replace_flag(args: &mut [String], name: &str, value: &str) {
 async fn the_rendered_containers_serve_and_elect_a_leader() {
     let helm = Helm::find();
     let cluster = ControlPlane::start_standin_cluster().await;
-    let etcd = ThrowawayEtcd::start().await.expect("etcd starts");
+    // An etcd that serves only TLS clients with a certificate of its CA; the Secret with
+    // that CA and a client certificate is the user's (etcd.tls.existingSecret).
+    let etcd = TlsEtcd::start().await;
     let ns = "outpost";
-    let endpoint = etcd.endpoint().trim_start_matches("http://");
-    let values = json!({"etcd": {"mode": "external", "external": {"endpoints": [endpoint]}}});
+    let pem = |path: &Path| {
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap())
+    };
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "etcd-client", "namespace": ns},
+        "data": {
+            "ca.crt": pem(&etcd.pki.ca),
+            "client.crt": pem(&etcd.pki.client.0),
+            "client.key": pem(&etcd.pki.client.1),
+        },
+    });
+    let secret_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret_file.path(), secret.to_string()).unwrap();
+    cluster
+        .kubectl()
+        .ok(&["apply", "-f", secret_file.path().to_str().unwrap()]);
+    let endpoint = format!("127.0.0.1:{}", etcd.port);
+    let values = json!({"etcd": {
+        "mode": "external",
+        "external": {"endpoints": [endpoint]},
+        "tls": {"existingSecret": "etcd-client"},
+    }});
     helm.install(&cluster, "op", ns, &outpost_chart(), &values)
         .expect("installs");
     let dir = tempfile::tempdir().unwrap();

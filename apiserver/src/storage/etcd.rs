@@ -1,8 +1,9 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, KvClient,
-    PutOptions, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions,
+    Identity, KvClient, PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchClient,
+    WatchOptions,
 };
 use futures::StreamExt as _;
 
@@ -24,16 +25,66 @@ pub struct EtcdStore {
     watch: WatchClient,
 }
 
+/// How the API server speaks TLS to etcd, like kube-apiserver's `--etcd-cafile`,
+/// `--etcd-certfile` and `--etcd-keyfile`: the CA that signed the members' serving
+/// certificates, and the client certificate and key etcd's `--client-cert-auth` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdTls {
+    /// PEM CA bundle the members' certificates are checked against.
+    pub ca_file: std::path::PathBuf,
+    /// PEM client certificate and its key, when etcd authenticates clients by
+    /// certificate.
+    pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+impl EtcdTls {
+    /// The TLS options: the files read now, so a missing or unreadable one is named at
+    /// start-up, not at the first request.
+    fn options(&self) -> Result<TlsOptions, StoreError> {
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| {
+                StoreError::backend(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot read {}: {e}", path.display()),
+                ))
+            })
+        };
+        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(read(&self.ca_file)?));
+        if let Some((cert, key)) = &self.client {
+            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        Ok(tls)
+    }
+}
+
 impl EtcdStore {
     /// Connects to the cluster (`http://host:port` endpoints).
     pub async fn connect(endpoints: &[String]) -> Result<Self, StoreError> {
-        let options = ConnectOptions::new()
+        Self::connect_with(endpoints, None).await
+    }
+
+    /// Connects to the cluster, over TLS when `tls` is given (the endpoints' `http://`
+    /// becomes `https://`).
+    pub async fn connect_with(
+        endpoints: &[String],
+        tls: Option<&EtcdTls>,
+    ) -> Result<Self, StoreError> {
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(std::time::Duration::from_secs(5))
             .with_keep_alive(
                 std::time::Duration::from_secs(10),
                 std::time::Duration::from_secs(5),
             );
-        let client = Client::connect(endpoints, Some(options))
+        let mut endpoints = endpoints.to_vec();
+        if let Some(tls) = tls {
+            options = options.with_tls(tls.options()?);
+            for endpoint in &mut endpoints {
+                if let Some(rest) = endpoint.strip_prefix("http://") {
+                    *endpoint = format!("https://{rest}");
+                }
+            }
+        }
+        let client = Client::connect(&endpoints, Some(options))
             .await
             .map_err(StoreError::backend)?;
         Ok(EtcdStore {

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use super::{EmbeddedOptions, EmbeddedStore, EtcdStore, Store, StoreError};
+use super::{EmbeddedOptions, EmbeddedStore, EtcdStore, EtcdTls, Store, StoreError};
 
 /// Where the store lives, as given on the command line:
 /// `embedded:DIR` or `etcd://HOST:PORT[,HOST:PORT...]`.
@@ -44,9 +44,20 @@ impl FromStr for StoreLocation {
 impl StoreLocation {
     /// Opens the store (`options` apply to the embedded store only).
     pub async fn open(&self, options: EmbeddedOptions) -> Result<Arc<dyn Store>, StoreError> {
+        self.open_with(options, None).await
+    }
+
+    /// Opens the store; an etcd store over TLS when `etcd_tls` is given.
+    pub async fn open_with(
+        &self,
+        options: EmbeddedOptions,
+        etcd_tls: Option<&EtcdTls>,
+    ) -> Result<Arc<dyn Store>, StoreError> {
         Ok(match self {
             StoreLocation::Embedded(dir) => Arc::new(EmbeddedStore::open(dir, options).await?),
-            StoreLocation::Etcd(endpoints) => Arc::new(EtcdStore::connect(endpoints).await?),
+            StoreLocation::Etcd(endpoints) => {
+                Arc::new(EtcdStore::connect_with(endpoints, etcd_tls).await?)
+            }
         })
     }
 }

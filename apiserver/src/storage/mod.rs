@@ -19,7 +19,7 @@ pub use bench::{BenchRow, StoreBench, StoreBenchReport, raw_etcd_create_txns};
 pub use continue_token::ContinueToken;
 pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::StoreError;
-pub use etcd::EtcdStore;
+pub use etcd::{EtcdStore, EtcdTls};
 pub use etcd_process::ThrowawayEtcd;
 pub use instrumented::{InstrumentedStore, Observation, Observer};
 pub use location::StoreLocation;

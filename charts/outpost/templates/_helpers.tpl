@@ -85,6 +85,17 @@ Names of the API server's Service, the Secrets and the etcd objects.
 {{- default (printf "%s-auth" (include "outpost.fullname" .)) .Values.auth.existingSecret }}
 {{- end }}
 
+{{- define "outpost.etcdTlsSecretName" -}}
+{{- default (printf "%s-etcd-tls" (include "outpost.fullname" .)) .Values.etcd.tls.existingSecret }}
+{{- end }}
+
+{{/*
+The scheme of etcd's client and peer URLs: https with etcd.tls.enabled.
+*/}}
+{{- define "outpost.etcdScheme" -}}
+{{- if .Values.etcd.tls.enabled }}https{{ else }}http{{ end }}
+{{- end }}
+
 {{- define "outpost.tlsSecretName" -}}
 {{- default (printf "%s-tls" (include "outpost.fullname" .)) .Values.tls.existingSecret }}
 {{- end }}
@@ -121,12 +132,12 @@ The DNS name of bundled etcd member INDEX (pass a list: root context, index).
 {{- end }}
 
 {{/*
-etcd's --initial-cluster for the bundled members: NAME-i=http://HOST-i:2380, one per replica.
+etcd's --initial-cluster for the bundled members: NAME-i=SCHEME://HOST-i:2380, one per replica.
 */}}
 {{- define "outpost.etcdInitialCluster" -}}
 {{- $members := list }}
 {{- range $i := until (int .Values.etcd.bundled.replicas) }}
-{{- $members = append $members (printf "%s-%d=http://%s:2380" (include "outpost.etcdName" $) $i (include "outpost.etcdMemberHost" (list $ $i))) }}
+{{- $members = append $members (printf "%s-%d=%s://%s:2380" (include "outpost.etcdName" $) $i (include "outpost.etcdScheme" $) (include "outpost.etcdMemberHost" (list $ $i))) }}
 {{- end }}
 {{- join "," $members }}
 {{- end }}
