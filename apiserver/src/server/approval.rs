@@ -17,7 +17,7 @@ use super::objects::RETRIES;
 use crate::admission::plan::{InstallPolicy, Refusal, check_status_write, decide as decide_plan};
 use crate::auth::{ADMINS, User, forbidden_message, runner_install};
 use crate::object_meta::{from_store, to_store};
-use crate::patch::{parse_apply_body, record_update};
+use crate::patch::record_update;
 use crate::request::Verb;
 use crate::status::{ApiError, Subject};
 use crate::storage::StoreError;
@@ -105,8 +105,14 @@ pub async fn answer(call: &Call, body: Body) -> Result<Response, ApiError> {
     let body = match media.as_str() {
         "application/merge-patch+json" | "application/json" | "" => serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::BadRequest(format!("error decoding the approval: {e}")))?,
+        // The decision is read as it is: an apply body need not name apiVersion and kind.
         "application/apply-patch+yaml" | "application/apply-patch+json" => {
-            parse_apply_body(&bytes)?
+            serde_json::from_slice(&bytes).or_else(|_| {
+                std::str::from_utf8(&bytes)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| serde_saphyr::from_str(text).map_err(|e| e.to_string()))
+                    .map_err(|e| ApiError::BadRequest(format!("error decoding the approval: {e}")))
+            })?
         }
         other => {
             return Err(ApiError::UnsupportedMediaType(format!(
