@@ -75,6 +75,8 @@ struct ServerArgs {
     tokens: PathBuf,
     tls: SelfSigned,
     standin_cluster: bool,
+    /// More flags of `outpost server`.
+    extra: Vec<String>,
 }
 
 /// Starts `outpost server` and returns it with the URL it printed.
@@ -95,6 +97,7 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
         .arg(&args.tls.key)
         .args(["--watch-bookmark-seconds", "1", "--embedded-history", "50"])
         .args(args.standin_cluster.then_some("--standin-cluster"))
+        .args(&args.extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -121,23 +124,28 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
 impl ControlPlane {
     /// Starts `outpost server` on `backend`, on a free port, over TLS.
     pub async fn start(backend: Backend) -> ControlPlane {
-        Self::start_with(backend, false).await
+        Self::start_with(backend, false, &[]).await
+    }
+
+    /// Starts `outpost server` on `backend` with more `flags` (limits, timeouts).
+    pub async fn start_with_flags(backend: Backend, flags: &[&str]) -> ControlPlane {
+        Self::start_with(backend, false, flags).await
     }
 
     /// Starts `outpost server --standin-cluster` (the common Kubernetes kinds, API
     /// only) on the embedded store: the "cluster" kubernetes components are applied to.
     pub async fn start_standin_cluster() -> ControlPlane {
-        Self::start_with(Backend::Embedded, true).await
+        Self::start_with(Backend::Embedded, true, &[]).await
     }
 
     /// Starts `outpost server` on the etcd cluster `etcd` (every member in `--store`),
     /// on a free port, over TLS. [`ControlPlane::start_replica`] adds more replicas.
     pub async fn start_on(etcd: &EtcdCluster) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
-        Self::start_in(dir, etcd.store(), Backend::Etcd, None, false).await
+        Self::start_in(dir, etcd.store(), Backend::Etcd, None, false, Vec::new()).await
     }
 
-    async fn start_with(backend: Backend, standin_cluster: bool) -> ControlPlane {
+    async fn start_with(backend: Backend, standin_cluster: bool, flags: &[&str]) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
         let (store, etcd) = match backend {
             Backend::Embedded => (
@@ -152,7 +160,8 @@ impl ControlPlane {
                 )
             }
         };
-        Self::start_in(dir, store, backend, etcd, standin_cluster).await
+        let extra = flags.iter().map(|f| (*f).to_owned()).collect();
+        Self::start_in(dir, store, backend, etcd, standin_cluster, extra).await
     }
 
     async fn start_in(
@@ -161,6 +170,7 @@ impl ControlPlane {
         backend: Backend,
         etcd: Option<ThrowawayEtcd>,
         standin_cluster: bool,
+        extra: Vec<String>,
     ) -> ControlPlane {
         let token = || format!("{:032x}", rand::random::<u128>());
         let (admin_token, viewer_token, nobody_token) = (token(), token(), token());
@@ -178,6 +188,7 @@ impl ControlPlane {
             tokens,
             tls: tls.clone(),
             standin_cluster,
+            extra,
         };
         let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
         ControlPlane {
@@ -214,6 +225,7 @@ impl ControlPlane {
             tokens,
             tls: tls.clone(),
             standin_cluster: self.args.standin_cluster,
+            extra: self.args.extra.clone(),
         };
         let (child, url) = spawn_server(&args, "127.0.0.1:0").await;
         ControlPlane {
