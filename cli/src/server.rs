@@ -64,7 +64,8 @@ pub struct ServerArgs {
     /// complete a request header (TLS handshake included); it is closed otherwise.
     #[arg(long, default_value_t = ConnectionLimits::default().header_timeout.as_secs())]
     request_header_timeout: u64,
-    /// Seconds a connection with no request in flight may stay silent before it is closed.
+    /// Seconds a keep-alive connection may stay silent after its last request ended
+    /// before it is closed.
     #[arg(long, default_value_t = ConnectionLimits::default().idle_timeout.as_secs())]
     idle_timeout: u64,
     /// Seconds a client has to complete the TLS handshake.

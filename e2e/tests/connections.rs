@@ -8,7 +8,10 @@
 //! create whose body arrives slowly holds the one slot and the next create is answered
 //! 429 `TooManyRequests` with `Retry-After: 1`, until the first one ends. With
 //! `--max-watches-per-user 2`, a user's third watch is answered 429 while another
-//! user's is served, and a watch is served again once one of the two is closed.
+//! user's is served, and a watch is served again once one of the two is closed. A TCP
+//! client that never starts TLS is closed by `--tls-handshake-timeout`, a keep-alive
+//! client silent after its request by `--idle-timeout`, while a watch open longer than that
+//! still delivers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -382,4 +385,97 @@ async fn in_flight_and_watch_limits_answer_429() {
         metric(&cp, rejected).await >= Some(1),
         "the refusal is counted"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed_but_watches_are_not() {
+    let cp = ControlPlane::start_with_flags(
+        Backend::Embedded,
+        &[
+            "--idle-timeout",
+            "3",
+            "--tls-handshake-timeout",
+            "2",
+            "--request-header-timeout",
+            "30",
+        ],
+    )
+    .await;
+    cp.kubectl()
+        .ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let tls = connector(&cp);
+    let within = Duration::from_secs(3) + SLACK;
+
+    // A watch with no request in flight on its connection otherwise.
+    let (status, mut watch) = cp
+        .stream_lines(
+            &format!("{API}/plans?watch=true&labelSelector=outpost.dev%2Finstall%3Dacme"),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    // TCP with no TLS handshake: closed by the handshake timeout.
+    let address = cp.url.trim_start_matches("https://").to_owned();
+    let mut silent_tcp = TcpStream::connect(&address).await.expect("accepted");
+    let started = Instant::now();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(within, silent_tcp.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "a connection without a handshake is closed within {within:?}: {read:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1), "not at once");
+
+    // A keep-alive connection that answered a request and then falls silent: closed by
+    // the idle timeout (a fresh one is held to the header timeout, as in Go).
+    let mut idle = connect(&cp, &tls).await;
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("a request sent");
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\nok") {
+        let mut chunk = [0u8; 256];
+        let n = tokio::time::timeout(Duration::from_secs(10), idle.read(&mut chunk))
+            .await
+            .expect("the request is answered")
+            .expect("read");
+        assert!(n > 0, "the connection stays open after the answer");
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    let took = closed_after(&mut idle, within)
+        .await
+        .expect("an idle connection is closed within the idle timeout and the slack");
+    assert!(took >= Duration::from_secs(2), "not at once: {took:?}");
+    assert!(
+        metric(
+            &cp,
+            "outpost_connections_closed_total{reason=\"idle_timeout\"}"
+        )
+        .await
+            >= Some(1),
+        "idle closures are counted"
+    );
+
+    // The watch, open longer than the idle timeout, still delivers.
+    let created = cp
+        .raw(
+            Some(&cp.admin_token),
+            "POST",
+            &format!("{API}/plans"),
+            &[("content-type", "application/json")],
+            plan("after-idle", "acme"),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let delivered = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(event) = watch.next().await {
+            if event["object"]["metadata"]["name"] == "after-idle" {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(delivered, Ok(true), "a watch outlives the idle timeout");
 }

@@ -33,7 +33,8 @@ pub struct ConnectionLimits {
     /// From the first byte a connection sends with no request in flight to a complete
     /// request header (TLS handshake included).
     pub header_timeout: Duration,
-    /// How long a connection with no request in flight may send nothing.
+    /// How long a connection may send nothing once its last request ended (a fresh
+    /// connection is held to the TLS handshake and header timeouts).
     pub idle_timeout: Duration,
     /// The TLS handshake.
     pub handshake_timeout: Duration,
