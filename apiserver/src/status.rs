@@ -125,6 +125,9 @@ pub enum ApiError {
         /// The store's.
         current: i64,
     },
+    /// 429 with `Retry-After: 1`: a limit on concurrent requests or open watches.
+    #[error("{0}")]
+    TooManyRequests(String),
     /// 500.
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -176,6 +179,7 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -195,6 +199,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
+            ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
         }
     }
@@ -227,7 +232,9 @@ impl ApiError {
                     "field": c.field,
                 })).collect::<Vec<_>>(),
             })),
-            ApiError::TooLargeResourceVersion { .. } => Some(json!({"retryAfterSeconds": 1})),
+            ApiError::TooLargeResourceVersion { .. } | ApiError::TooManyRequests(_) => {
+                Some(json!({"retryAfterSeconds": 1}))
+            }
             _ => None,
         };
         if let Some(details) = details {
@@ -245,6 +252,15 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.code(), Json(self.status())).into_response()
+        let mut response = (self.code(), Json(self.status())).into_response();
+        if let ApiError::TooManyRequests(_) = self {
+            // As kube-apiserver's max-in-flight filter: clients (client-go, kube-rs)
+            // wait this long and retry.
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use outpost_apiserver::auth::TokenFile;
-use outpost_apiserver::server::{ApiServer, ServerConfig};
+use outpost_apiserver::server::{ApiServer, ConnectionLimits, InflightLimits, ServerConfig};
 use outpost_apiserver::storage::{EmbeddedOptions, EtcdTls, StoreLocation};
 
 /// Arguments of `outpost server`.
@@ -60,6 +60,28 @@ pub struct ServerArgs {
     /// no rollouts, no addresses).
     #[arg(long)]
     standin_cluster: bool,
+    /// Reads (get, list, discovery) answered at once; more are answered 429 with
+    /// Retry-After: 1. Watches are not counted. 0 is no limit.
+    #[arg(long, default_value_t = InflightLimits::default().reads)]
+    max_requests_inflight: usize,
+    /// Mutations (create, update, patch, delete) answered at once; more are answered
+    /// 429 with Retry-After: 1. 0 is no limit.
+    #[arg(long, default_value_t = InflightLimits::default().mutations)]
+    max_mutating_requests_inflight: usize,
+    /// Watches one user may hold open at once; more are answered 429. 0 is no limit.
+    #[arg(long, default_value_t = InflightLimits::default().watches_per_user)]
+    max_watches_per_user: usize,
+    /// Seconds a connection with no request in flight has, from its first byte, to
+    /// complete a request header (TLS handshake included); it is closed otherwise.
+    #[arg(long, default_value_t = ConnectionLimits::default().header_timeout.as_secs())]
+    request_header_timeout: u64,
+    /// Seconds a keep-alive connection may stay silent after its last request ended
+    /// before it is closed.
+    #[arg(long, default_value_t = ConnectionLimits::default().idle_timeout.as_secs())]
+    idle_timeout: u64,
+    /// Seconds a client has to complete the TLS handshake.
+    #[arg(long, default_value_t = ConnectionLimits::default().handshake_timeout.as_secs())]
+    tls_handshake_timeout: u64,
 }
 
 /// Runs the API server until SIGINT or SIGTERM.
@@ -102,6 +124,17 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     config.bookmark_interval = std::time::Duration::from_secs(args.watch_bookmark_seconds.max(1));
     config.watch_window = args.watch_window;
+    config.inflight = InflightLimits {
+        reads: args.max_requests_inflight,
+        mutations: args.max_mutating_requests_inflight,
+        watches_per_user: args.max_watches_per_user,
+    };
+    let seconds = |s: u64| std::time::Duration::from_secs(s.max(1));
+    config.connections = ConnectionLimits {
+        header_timeout: seconds(args.request_header_timeout),
+        idle_timeout: seconds(args.idle_timeout),
+        handshake_timeout: seconds(args.tls_handshake_timeout),
+    };
     let server = ApiServer::new(store, config)
         .await
         .context("cannot start the watch caches")?;

@@ -83,7 +83,7 @@ struct ServerArgs {
     tokens: PathBuf,
     tls: SelfSigned,
     standin_cluster: bool,
-    /// More flags of `outpost server` (e.g. `--etcd-cafile`).
+    /// More flags of `outpost server` (e.g. `--etcd-cafile`, limits).
     extra: Vec<String>,
 }
 
@@ -132,13 +132,18 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
 impl ControlPlane {
     /// Starts `outpost server` on `backend`, on a free port, over TLS.
     pub async fn start(backend: Backend) -> ControlPlane {
-        Self::start_with(backend, false).await
+        Self::start_with(backend, false, &[]).await
+    }
+
+    /// Starts `outpost server` on `backend` with more `flags` (limits, timeouts).
+    pub async fn start_with_flags(backend: Backend, flags: &[&str]) -> ControlPlane {
+        Self::start_with(backend, false, flags).await
     }
 
     /// Starts `outpost server --standin-cluster` (the common Kubernetes kinds, API
     /// only) on the embedded store: the "cluster" kubernetes components are applied to.
     pub async fn start_standin_cluster() -> ControlPlane {
-        Self::start_with(Backend::Embedded, true).await
+        Self::start_with(Backend::Embedded, true, &[]).await
     }
 
     /// Starts `outpost server` on the etcd cluster `etcd` (every member in `--store`),
@@ -155,7 +160,7 @@ impl ControlPlane {
         Self::start_in(dir, store, Backend::Etcd, None, false, flags).await
     }
 
-    async fn start_with(backend: Backend, standin_cluster: bool) -> ControlPlane {
+    async fn start_with(backend: Backend, standin_cluster: bool, flags: &[&str]) -> ControlPlane {
         let dir = tempfile::tempdir().expect("a temp dir");
         let (store, etcd) = match backend {
             Backend::Embedded => (
@@ -170,7 +175,8 @@ impl ControlPlane {
                 )
             }
         };
-        Self::start_in(dir, store, backend, etcd, standin_cluster, Vec::new()).await
+        let extra = flags.iter().map(|f| (*f).to_owned()).collect();
+        Self::start_in(dir, store, backend, etcd, standin_cluster, extra).await
     }
 
     async fn start_in(

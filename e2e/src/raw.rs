@@ -15,6 +15,15 @@ pub struct Reply {
     pub json: Value,
     /// The body as text.
     pub text: String,
+    /// The response headers (`Retry-After`, `Set-Cookie`, ...).
+    pub headers: http::HeaderMap,
+}
+
+impl Reply {
+    /// A response header as text, if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
 }
 
 impl ControlPlane {
@@ -60,6 +69,7 @@ impl ControlPlane {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
+        let headers = response.headers().clone();
         let bytes = response
             .into_body()
             .collect()
@@ -72,6 +82,7 @@ impl ControlPlane {
             content_type,
             json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             text,
+            headers,
         }
     }
 

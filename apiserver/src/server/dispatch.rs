@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
-use super::{approval, discovery, fence, list, objects, runner_token, watch, write};
+use super::{approval, discovery, fence, inflight, list, objects, runner_token, watch, write};
 use crate::auth::{Access, RunnerToken, User, object_forbidden};
 use crate::request::{RequestInfo, ResourceRequest, Verb};
 use crate::status::ApiError;
@@ -113,6 +113,30 @@ async fn answer(
         _ => {}
     }
     let user = authenticate(state, request.headers()).await?;
+    // After authentication, as kube-apiserver: a client without credentials is answered
+    // 401 at once and never holds a slot.
+    let slot = match &info {
+        RequestInfo::Resource(r) if r.verb == Verb::Watch => {
+            state.inflight.open_watch(&user.name)?
+        }
+        RequestInfo::Resource(r) => state
+            .inflight
+            .admit(!matches!(r.verb, Verb::Get | Verb::List))?,
+        RequestInfo::NonResource { verb, .. } => state.inflight.admit(verb != "get")?,
+    };
+    let response = answer_as(state, request, info, params, path, user).await?;
+    Ok(inflight::hold(response, slot))
+}
+
+/// [`answer`] once `user` is known and holds a slot.
+async fn answer_as(
+    state: &Arc<ServerState>,
+    request: Request,
+    info: RequestInfo,
+    params: Params,
+    path: String,
+    user: User,
+) -> Result<Response, ApiError> {
     let access = state
         .config
         .authorizer

@@ -106,6 +106,30 @@ pub struct Metrics {
     counters: Mutex<Counters>,
 }
 
+/// The in-flight limits' gauges and refusals, and connections closed by their clock.
+fn render_limits(out: &mut String, state: &ServerState) {
+    use super::inflight::Refusal;
+    let (reads, mutations) = state.inflight.in_flight();
+    let _ = writeln!(
+        out,
+        "# HELP apiserver_current_inflight_requests Requests in flight by kind (watches are not counted).\n# TYPE apiserver_current_inflight_requests gauge\napiserver_current_inflight_requests{{request_kind=\"readOnly\"}} {reads}\napiserver_current_inflight_requests{{request_kind=\"mutating\"}} {mutations}"
+    );
+    out.push_str("# HELP outpost_rejected_requests_total Requests answered 429 by the limit that refused them.\n# TYPE outpost_rejected_requests_total counter\n");
+    for refusal in [Refusal::Reads, Refusal::Mutations, Refusal::Watches] {
+        let _ = writeln!(
+            out,
+            "outpost_rejected_requests_total{{reason=\"{}\"}} {}",
+            refusal.label(),
+            state.inflight.rejected(refusal)
+        );
+    }
+    let (header, idle) = state.connection_metrics.closed();
+    let _ = writeln!(
+        out,
+        "# HELP outpost_connections_closed_total Connections the server closed by their clock.\n# TYPE outpost_connections_closed_total counter\noutpost_connections_closed_total{{reason=\"header_timeout\"}} {header}\noutpost_connections_closed_total{{reason=\"idle_timeout\"}} {idle}"
+    );
+}
+
 impl Metrics {
     pub(crate) fn observe_request(
         &self,
@@ -169,6 +193,7 @@ impl Metrics {
                 );
             }
         }
+        render_limits(&mut out, state);
         state.store_metrics.render(&mut out);
         out.push_str("# HELP outpost_watch_cache_objects Objects in the watch cache by resource.\n# TYPE outpost_watch_cache_objects gauge\n");
         let mut stats: Vec<_> = state

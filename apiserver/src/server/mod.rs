@@ -7,9 +7,11 @@
 mod approval;
 mod bench;
 mod body;
+mod connection;
 mod discovery;
 mod dispatch;
 mod fence;
+mod inflight;
 mod list;
 mod metrics;
 mod objects;
@@ -35,6 +37,8 @@ use crate::watch_cache::{CacheSet, Progress, WatchCache};
 pub use bench::{
     ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
 };
+pub use connection::{ConnectionLimits, ConnectionMetrics};
+pub use inflight::{InflightLimits, Refusal};
 pub use metrics::{Metrics, StoreMetrics};
 
 /// How the server behaves.
@@ -51,6 +55,10 @@ pub struct ServerConfig {
     pub bookmark_interval: Duration,
     /// The largest request body accepted (413 above).
     pub max_body_bytes: usize,
+    /// Requests in flight and open watches per user (429 above).
+    pub inflight: InflightLimits,
+    /// Header, idle and TLS handshake timeouts of connections (HTTPS).
+    pub connections: ConnectionLimits,
 }
 
 impl ServerConfig {
@@ -63,6 +71,8 @@ impl ServerConfig {
             watch_window: 10_000,
             bookmark_interval: Duration::from_secs(10),
             max_body_bytes: 3 * 1024 * 1024 / 2,
+            inflight: InflightLimits::default(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -76,6 +86,12 @@ pub(crate) struct ServerState {
     pub progress: Arc<Progress>,
     pub metrics: Metrics,
     pub store_metrics: Arc<StoreMetrics>,
+    /// Requests in flight and open watches, against `config.inflight`.
+    pub inflight: inflight::Inflight,
+    /// Connections closed by their clock.
+    pub connection_metrics: Arc<ConnectionMetrics>,
+    /// The dashboard's sessions.
+    pub sessions: ui::Sessions,
 }
 
 impl ServerState {
@@ -108,6 +124,9 @@ impl ApiServer {
         Ok(ApiServer {
             state: Arc::new(ServerState {
                 store,
+                inflight: inflight::Inflight::new(config.inflight),
+                connection_metrics: Arc::default(),
+                sessions: ui::Sessions::default(),
                 config,
                 caches,
                 progress,
@@ -119,7 +138,10 @@ impl ApiServer {
 
     /// The HTTP routes: the dashboard under `/ui`, every other path to one dispatcher.
     pub fn router(&self) -> Router {
-        ui::routes().fallback(handle).with_state(self.state.clone())
+        ui::routes()
+            .fallback(handle)
+            .layer(axum::middleware::from_fn(ui::frame_guard))
+            .with_state(self.state.clone())
     }
 
     /// The store the server serves.
@@ -128,7 +150,8 @@ impl ApiServer {
     }
 
     /// Serves HTTPS on `listener` with the PEM certificate chain and key until
-    /// `shutdown` completes.
+    /// `shutdown` completes, closing connections that stall (see
+    /// [`ConnectionLimits`]).
     pub async fn serve_tls(
         self,
         listener: std::net::TcpListener,
@@ -145,13 +168,21 @@ impl ApiServer {
             shutdown.await;
             stopper.graceful_shutdown(Some(Duration::from_secs(5)));
         });
+        let limits = self.state.config.connections;
+        let guard =
+            connection::ConnectionAcceptor::new(limits, self.state.connection_metrics.clone());
         axum_server::from_tcp_rustls(listener, tls)?
+            .map(|tls| {
+                tls.handshake_timeout(limits.handshake_timeout)
+                    .acceptor(guard)
+            })
             .handle(handle)
             .serve(self.router().into_make_service())
             .await
     }
 
-    /// Serves on `listener` until `shutdown` completes.
+    /// Serves on `listener` until `shutdown` completes (plain HTTP, for loopback: the
+    /// in-flight limits apply, the connection timeouts do not).
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,

@@ -14,9 +14,40 @@ mod trigger;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::routing::{get, post};
+use http::{HeaderValue, header};
 
 use super::ServerState;
+pub(super) use session::Sessions;
+
+/// The dashboard's pages may not be framed by any site (clickjacking an Approve button):
+/// `frame-ancestors 'none'` for browsers with CSP, `X-Frame-Options: DENY` for older ones.
+const CONTENT_SECURITY_POLICY: &str =
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+
+/// Adds the framing and sniffing headers to every response under `/ui`, whichever
+/// handler (or the 404 fallback) answered it.
+pub(super) async fn frame_guard(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let ui = path == "/ui" || path.starts_with("/ui/");
+    let mut response = next.run(request).await;
+    if ui {
+        let headers = response.headers_mut();
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        );
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+    }
+    response
+}
 
 /// The dashboard's routes.
 pub(super) fn routes() -> Router<Arc<ServerState>> {

@@ -1,9 +1,13 @@
 //! Logging in: the login form posts an API token; the server checks it exactly as a
-//! bearer token and keeps it in an `HttpOnly`, `SameSite=Strict` cookie scoped to
-//! `/ui`. Every page authenticates the cookie with the same code as the API, and every
-//! form that changes something carries a CSRF token derived from the session.
+//! bearer token, keeps it in a server-side session, and gives the browser only the
+//! session's id: 256 random bits in an `HttpOnly`, `Secure`, `SameSite=Strict` cookie
+//! scoped to `/ui`, valid for [`SESSION_LIFETIME`] or until logout. Every page
+//! authenticates the session's token with the same code as the API, and every form
+//! that changes something carries a CSRF token derived from the session id.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Form;
 use axum::extract::{FromRequestParts, Query, State};
@@ -21,8 +25,83 @@ use crate::auth::{ADMINS, User};
 use crate::server::ServerState;
 use crate::server::dispatch::authenticate_token;
 
-/// The session cookie: the API token, base64url.
+/// The session cookie: the session id, base64url.
 pub const COOKIE: &str = "outpost_session";
+
+/// How long a session lasts from login (a working day).
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 60 * 60);
+
+/// Sessions one user may hold; logging in again drops their oldest.
+const SESSIONS_PER_USER: usize = 32;
+
+/// The dashboard's open sessions, by the SHA-256 of their id (the ids themselves are
+/// only in the browsers' cookies).
+#[derive(Default)]
+pub struct Sessions {
+    open: Mutex<HashMap<[u8; 32], Stored>>,
+}
+
+struct Stored {
+    token: String,
+    user: String,
+    expires: Instant,
+}
+
+fn id_hash(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+impl Sessions {
+    /// Opens a session holding `token` of `user`; returns its id.
+    fn open(&self, token: &str, user: &str) -> String {
+        let id = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+        let now = Instant::now();
+        let mut open = self.open.lock().expect("sessions lock");
+        open.retain(|_, s| s.expires > now);
+        let mut theirs: Vec<_> = open
+            .iter()
+            .filter(|(_, s)| s.user == user)
+            .map(|(k, s)| (s.expires, *k))
+            .collect();
+        if theirs.len() >= SESSIONS_PER_USER {
+            theirs.sort();
+            for (_, k) in &theirs[..=theirs.len() - SESSIONS_PER_USER] {
+                open.remove(k);
+            }
+        }
+        open.insert(
+            id_hash(&id),
+            Stored {
+                token: token.to_owned(),
+                user: user.to_owned(),
+                expires: now + SESSION_LIFETIME,
+            },
+        );
+        id
+    }
+
+    /// The token of the live session `id`.
+    fn token(&self, id: &str) -> Option<String> {
+        let key = id_hash(id);
+        let mut open = self.open.lock().expect("sessions lock");
+        match open.get(&key) {
+            Some(s) if s.expires > Instant::now() => Some(s.token.clone()),
+            Some(_) => {
+                open.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Ends the session `id`.
+    fn close(&self, id: &str) {
+        self.open
+            .lock()
+            .expect("sessions lock")
+            .remove(&id_hash(id));
+    }
+}
 
 /// A logged-in user of the dashboard.
 pub struct Session {
@@ -30,6 +109,8 @@ pub struct Session {
     pub user: User,
     /// The API token the session holds (requests made for the user carry it).
     pub token: String,
+    /// The session's id (the cookie).
+    id: String,
 }
 
 impl Session {
@@ -44,10 +125,10 @@ impl Session {
         crate::server::approval::may_decide(&self.user)
     }
 
-    /// The CSRF token forms must echo: bound to the session's token, so another site
+    /// The CSRF token forms must echo: bound to the session's id, so another site
     /// cannot know it.
     pub fn csrf(&self) -> String {
-        csrf_for(&self.token)
+        csrf_for(&self.id)
     }
 
     /// Whether `sent` is this session's CSRF token.
@@ -56,10 +137,10 @@ impl Session {
     }
 }
 
-fn csrf_for(token: &str) -> String {
+fn csrf_for(session_id: &str) -> String {
     let mut hash = Sha256::new();
     hash.update(b"outpost-ui-csrf\0");
-    hash.update(token.as_bytes());
+    hash.update(session_id.as_bytes());
     URL_SAFE_NO_PAD.encode(hash.finalize())
 }
 
@@ -87,18 +168,16 @@ fn encode_query(value: &str) -> String {
         .collect()
 }
 
-/// The session token from the request's cookies, if any.
-fn cookie_token(parts: &Parts) -> Option<String> {
-    parts
-        .headers
+/// The session id from the request's cookies, if any.
+fn cookie_session(headers: &http::HeaderMap) -> Option<String> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
-        .and_then(|(_, value)| URL_SAFE_NO_PAD.decode(value).ok())
-        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .map(|(_, value)| value.to_owned())
 }
 
 impl FromRequestParts<Arc<ServerState>> for Session {
@@ -113,11 +192,17 @@ impl FromRequestParts<Arc<ServerState>> for Session {
             .path_and_query()
             .map(|p| p.as_str().to_owned())
             .unwrap_or_else(|| "/ui".into());
-        let token = cookie_token(parts).ok_or(LoginRequired { next: next.clone() })?;
+        let Some((id, token)) = cookie_session(&parts.headers)
+            .and_then(|id| Some((id.clone(), state.sessions.token(&id)?)))
+        else {
+            return Err(LoginRequired { next });
+        };
+        // The token again, so a token removed from the token file or a rotated runner
+        // token ends the session at once.
         let user = authenticate_token(state, &token)
             .await
             .map_err(|_| LoginRequired { next })?;
-        Ok(Session { user, token })
+        Ok(Session { user, token, id })
     }
 }
 
@@ -147,16 +232,18 @@ pub struct LoginForm {
     next: Option<String>,
 }
 
-/// `POST /ui/login`: checks the token like a bearer token and sets the session cookie.
+/// `POST /ui/login`: checks the token like a bearer token, opens a session and sets
+/// its id as the cookie.
 pub async fn login(State(state): State<Arc<ServerState>>, Form(form): Form<LoginForm>) -> Response {
     let next = safe_next(form.next.as_deref()).to_owned();
     let token = form.token.trim();
     match authenticate_token(&state, token).await {
         Ok(user) => {
             tracing::info!(user = %user.name, "dashboard login");
+            let id = state.sessions.open(token, &user.name);
             let cookie = format!(
-                "{COOKIE}={}; Path=/ui; HttpOnly; Secure; SameSite=Strict",
-                URL_SAFE_NO_PAD.encode(token)
+                "{COOKIE}={id}; Path=/ui; HttpOnly; Secure; SameSite=Strict; Max-Age={}",
+                SESSION_LIFETIME.as_secs()
             );
             let mut response = Redirect::to(&next).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -174,8 +261,11 @@ pub async fn login(State(state): State<Arc<ServerState>>, Form(form): Form<Login
     }
 }
 
-/// `POST /ui/logout`: drops the cookie.
-pub async fn logout() -> Response {
+/// `POST /ui/logout`: ends the session (its id no longer works) and drops the cookie.
+pub async fn logout(State(state): State<Arc<ServerState>>, headers: http::HeaderMap) -> Response {
+    if let Some(id) = cookie_session(&headers) {
+        state.sessions.close(&id);
+    }
     let mut response = Redirect::to("/ui/login").into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,
@@ -192,18 +282,56 @@ mod tests {
 
     #[test]
     fn csrf_tokens_are_per_session() {
-        let session = |token: &str| Session {
+        let session = |id: &str| Session {
             user: User {
                 name: "a".into(),
                 uid: "1".into(),
                 groups: vec![ADMINS.into()],
             },
-            token: token.into(),
+            token: "t".into(),
+            id: id.into(),
         };
-        let alice = session("t1");
+        let alice = session("s1");
         assert!(alice.csrf_matches(&alice.csrf()));
-        assert!(!alice.csrf_matches(&session("t2").csrf()));
+        // The same token in another session has another CSRF token.
+        assert!(!alice.csrf_matches(&session("s2").csrf()));
         assert!(!alice.csrf_matches(""));
+    }
+
+    #[test]
+    fn sessions_are_opaque_revocable_and_bounded() {
+        let sessions = Sessions::default();
+        let id = sessions.open("secret-token", "alice");
+        assert!(!id.contains("secret"));
+        assert_eq!(URL_SAFE_NO_PAD.decode(&id).expect("base64url").len(), 32);
+        assert_eq!(sessions.token(&id).as_deref(), Some("secret-token"));
+        assert_ne!(sessions.open("secret-token", "alice"), id);
+        sessions.close(&id);
+        assert_eq!(sessions.token(&id), None);
+        assert_eq!(sessions.token("made-up"), None);
+
+        let ids: Vec<_> = (0..SESSIONS_PER_USER + 1)
+            .map(|_| sessions.open("t", "bob"))
+            .collect();
+        let live = ids.iter().filter(|id| sessions.token(id).is_some()).count();
+        assert_eq!(live, SESSIONS_PER_USER);
+        assert!(
+            sessions.token(ids.last().unwrap()).is_some(),
+            "the newest stays"
+        );
+    }
+
+    #[test]
+    fn sessions_expire() {
+        let sessions = Sessions::default();
+        let id = sessions.open("t", "alice");
+        sessions
+            .open
+            .lock()
+            .unwrap()
+            .values_mut()
+            .for_each(|s| s.expires = Instant::now());
+        assert_eq!(sessions.token(&id), None);
     }
 
     #[test]
