@@ -1,7 +1,10 @@
 //! Admission: each Outpost kind's own validation rules (from `outpost-api`), run after
 //! the schema check so that a request gets every cause in one 422. A `Policy`'s module
 //! must also compile. Then the references that must exist in the store: a `Rollout`'s
-//! `spec.component` must be a Component of its App ([`component_reference`]).
+//! `spec.component` must be a Component of its App ([`component_reference`]). The audit
+//! log is append-only ([`audit`]).
+
+pub mod audit;
 
 use outpost_api::{FieldError, Validate};
 use serde::Deserialize as _;

@@ -48,8 +48,8 @@ pub struct ServerConfig {
     pub watch_window: usize,
     /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
     pub bookmark_interval: Duration,
-    /// The largest request body accepted (413 above).
-    pub max_body_bytes: usize,
+    /// The largest request body and object accepted, the deepest nesting.
+    pub limits: crate::limits::Limits,
 }
 
 impl ServerConfig {
@@ -61,7 +61,7 @@ impl ServerConfig {
             authorizer: Arc::new(GroupAuthorizer),
             watch_window: 10_000,
             bookmark_interval: Duration::from_secs(10),
-            max_body_bytes: 3 * 1024 * 1024 / 2,
+            limits: crate::limits::Limits::default(),
         }
     }
 }
