@@ -39,6 +39,30 @@ fn dirs() -> Dirs {
     }
 }
 
+/// The runner token of install `acme` on `cp` (only a runner token appends to the audit
+/// log): the Install is created and the token minted on first use, once per control
+/// plane, since minting again rotates it.
+fn runner_token(cp: &ControlPlane) -> String {
+    static TOKENS: std::sync::Mutex<BTreeMap<String, String>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut tokens = TOKENS.lock().expect("no test panics holding the token map");
+    tokens
+        .entry(cp.url.clone())
+        .or_insert_with(|| {
+            let install = cp.scratch().join("install.yaml");
+            std::fs::write(
+                &install,
+                format!(
+                    "apiVersion: outpost.dev/v1alpha1\nkind: Install\nmetadata:\n  name: {INSTALL}\n  namespace: default\nspec:\n  app: shopfront\n  cloud:\n    provider: aws\n    accountId: \"123456789012\"\n    region: eu-west-1\n"
+                ),
+            )
+            .expect("install manifest written");
+            cp.kubectl().ok(&["apply", "-f", install.to_str().unwrap()]);
+            cp.mint_runner_token(&format!("default/{INSTALL}"))
+        })
+        .clone()
+}
+
 /// Starts `outpost-test-runner` for install `acme` as `name`.
 fn start_runner(
     cp: &ControlPlane,
@@ -52,7 +76,7 @@ fn start_runner(
             "--server",
             &cp.url,
             "--token",
-            &cp.admin_token,
+            &runner_token(cp),
             "--certificate-authority",
         ])
         .arg(&cp.tls.ca)
