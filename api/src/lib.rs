@@ -34,6 +34,7 @@ pub mod policy;
 pub mod role;
 pub mod rollout;
 pub mod runner;
+pub mod secret_file;
 pub mod template;
 pub mod validation;
 mod wire;

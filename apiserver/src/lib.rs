@@ -5,12 +5,14 @@
 //!   schema, printer columns, subresources);
 //! * [`request`]: what a request is about, parsed like kube-apiserver does;
 //! * [`auth`]: bearer tokens and group-based authorization;
+//! * [`limits`]: the largest request body and object, the deepest nesting;
 //! * [`status`]: every HTTP error as a Kubernetes `Status`;
 //! * [`storage`]: the store trait and its etcd and embedded backends;
 //! * [`standin_cluster`]: the common Kubernetes kinds, API-only, for `--standin-cluster`.
 
 pub mod admission;
 pub mod auth;
+pub mod limits;
 pub mod object_meta;
 pub mod openapi;
 pub mod patch;

@@ -3,7 +3,7 @@
 //! and what create, update and the `/status` subresource may change.
 
 use outpost_api::FieldError;
-use outpost_api::validation::is_dns1123_subdomain;
+use outpost_api::validation::{is_dns1123_label, is_dns1123_subdomain};
 use serde_json::{Map, Value, json};
 
 use crate::registry::ResourceType;
@@ -74,6 +74,31 @@ fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
         .expect("metadata was just made an object")
 }
 
+/// 400 unless the object's `metadata.name` is `name`, the name on the URL (an update,
+/// a patch, an apply that creates), with kube-apiserver's message.
+pub fn check_url_name(object: &Value, name: &str) -> Result<(), ApiError> {
+    let sent = name_of(object).unwrap_or_default();
+    if sent == name {
+        return Ok(());
+    }
+    Err(ApiError::BadRequest(format!(
+        "the name of the object ({sent}) does not match the name on the URL ({name})"
+    )))
+}
+
+/// 400 if the object names a namespace other than `namespace`, the one on the URL.
+fn check_url_namespace(object: &Value, namespace: &str) -> Result<(), ApiError> {
+    match object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
+        Some(sent) if !sent.is_empty() && sent != namespace => Err(ApiError::BadRequest(format!(
+            "the namespace of the object ({sent}) does not match the namespace on the URL ({namespace})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Checks `apiVersion`/`kind` (filling them in when absent), the namespace and the
 /// name of an object about to be created, and sets the server-managed fields.
 /// Returns the object's name.
@@ -119,7 +144,7 @@ pub fn prepare_create(
             )],
         });
     }
-    set_namespace(rt, meta, namespace)?;
+    set_namespace(rt, meta, namespace, &subject)?;
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(now()));
     meta.insert("generation".into(), json!(1));
@@ -143,6 +168,7 @@ fn set_namespace(
     rt: &ResourceType,
     meta: &mut Map<String, Value>,
     namespace: Option<&str>,
+    subject: &Subject,
 ) -> Result<(), ApiError> {
     if !rt.namespaced {
         meta.remove("namespace");
@@ -153,6 +179,16 @@ fn set_namespace(
             "the namespace of the object is required on this path".into(),
         ));
     };
+    if !is_dns1123_label(namespace) {
+        return Err(ApiError::Invalid {
+            subject: subject.clone(),
+            causes: vec![FieldError::invalid(
+                "metadata.namespace",
+                namespace,
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            )],
+        });
+    }
     match meta.get("namespace").and_then(Value::as_str) {
         Some(ns) if !ns.is_empty() && ns != namespace => Err(ApiError::BadRequest(
             "the namespace of the provided object does not match the namespace sent on the request"
@@ -220,13 +256,11 @@ pub fn prepare_update(
 ) -> Result<(), ApiError> {
     check_type(rt, new)?;
     let name = name_of(old).unwrap_or_default().to_owned();
-    match name_of(new) {
-        Some(n) if n != name => {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )));
-        }
-        _ => {}
+    if name_of(new).is_some() {
+        check_url_name(new, &name)?;
+    }
+    if let Some(namespace) = old.pointer("/metadata/namespace").and_then(Value::as_str) {
+        check_url_namespace(new, namespace)?;
     }
     if scope == WriteScope::Status {
         // Only status changes; metadata and spec stay as they were.
@@ -356,6 +390,13 @@ mod tests {
             prepare_create(&rt(), &mut other_ns, Some("ns")),
             Err(ApiError::BadRequest(_))
         ));
+        let mut bad_namespace = json!({"metadata": {"name": "a"}});
+        let err = prepare_create(&rt(), &mut bad_namespace, Some("Bad_NS")).unwrap_err();
+        assert_eq!(err.code(), 422);
+        assert_eq!(
+            err.status()["details"]["causes"][0]["field"],
+            "metadata.namespace"
+        );
         let mut other_kind = json!({"kind": "Plan", "metadata": {"name": "a"}});
         assert!(matches!(
             prepare_create(&rt(), &mut other_kind, Some("ns")),

@@ -111,9 +111,36 @@ pub enum ApiError {
     /// 410 for a list or watch at a compacted resourceVersion.
     #[error("too old resource version: {0}")]
     Gone(String),
-    /// 413.
+    /// 413 for a request body over the limit.
     #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
+    /// 413 for an object that would be stored larger than the limit (after a patch or
+    /// an apply, whatever the size of the request).
+    #[error("{} {:?} is too large: {size} bytes, the limit is {limit} bytes", .subject.qualified_resource(), .subject.name)]
+    ObjectTooLarge {
+        /// The object.
+        subject: Subject,
+        /// Its size as it would be stored.
+        size: usize,
+        /// The largest object stored.
+        limit: usize,
+    },
+    /// 413 for a JSON patch with more operations than kube-apiserver accepts.
+    #[error("The allowed maximum operations in a JSON patch is {limit}, got {got}")]
+    TooManyPatchOperations {
+        /// The most operations accepted.
+        limit: usize,
+        /// The operations sent.
+        got: usize,
+    },
+    /// 405 for a change to an object of an append-only kind (the audit log).
+    #[error("{} {:?} cannot be changed or deleted: {why}", .subject.qualified_resource(), .subject.name)]
+    AppendOnly {
+        /// The object (or the collection, with no name).
+        subject: Subject,
+        /// Why the kind is append-only.
+        why: &'static str,
+    },
     /// 415.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -174,9 +201,13 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::MethodNotAllowed | ApiError::AppendOnly { .. } => {
+                StatusCode::METHOD_NOT_ALLOWED
+            }
             ApiError::ContinueExpired { .. } | ApiError::Gone(_) => StatusCode::GONE,
-            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TooLarge(_)
+            | ApiError::ObjectTooLarge { .. }
+            | ApiError::TooManyPatchOperations { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -194,9 +225,11 @@ impl ApiError {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",
             ApiError::Forbidden(_) => "Forbidden",
-            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::MethodNotAllowed | ApiError::AppendOnly { .. } => "MethodNotAllowed",
             ApiError::ContinueExpired { .. } | ApiError::Gone(_) => "Expired",
-            ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::TooLarge(_)
+            | ApiError::ObjectTooLarge { .. }
+            | ApiError::TooManyPatchOperations { .. } => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
             ApiError::TooManyRequests(_) => "TooManyRequests",
@@ -219,7 +252,9 @@ impl ApiError {
             ApiError::NotFound(s)
             | ApiError::AlreadyExists(s)
             | ApiError::Conflict { subject: s, .. }
-            | ApiError::Refused { subject: s, .. } => {
+            | ApiError::Refused { subject: s, .. }
+            | ApiError::ObjectTooLarge { subject: s, .. }
+            | ApiError::AppendOnly { subject: s, .. } => {
                 Some(json!({"name": s.name, "group": s.group, "kind": s.resource}))
             }
             ApiError::Invalid { subject, causes } => Some(json!({

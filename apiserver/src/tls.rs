@@ -28,11 +28,12 @@ impl SelfSigned {
         if files.cert.exists() && files.key.exists() && files.ca.exists() {
             return Ok(files);
         }
-        std::fs::create_dir_all(dir)?;
+        // The serving key is a credential: 0600 in a 0700 directory.
+        outpost_api::secret_file::private_dir(dir)?;
         let (ca_pem, cert_pem, key_pem) = generate().map_err(std::io::Error::other)?;
         std::fs::write(&files.ca, ca_pem)?;
         std::fs::write(&files.cert, cert_pem)?;
-        std::fs::write(&files.key, key_pem)?;
+        outpost_api::secret_file::write(&files.key, key_pem)?;
         Ok(files)
     }
 

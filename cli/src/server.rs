@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
+use clap::builder::TypedValueParser as _;
 use outpost_apiserver::auth::TokenFile;
+use outpost_apiserver::limits::{self, Limits};
 use outpost_apiserver::server::{ApiServer, ConnectionLimits, InflightLimits, ServerConfig};
 use outpost_apiserver::storage::{EmbeddedOptions, EtcdTls, StoreLocation};
 
@@ -60,6 +62,19 @@ pub struct ServerArgs {
     /// no rollouts, no addresses).
     #[arg(long)]
     standin_cluster: bool,
+    /// The largest request body accepted (413 RequestEntityTooLarge above); also bounds
+    /// what the `copy` operations of one JSON patch may add. kube-apiserver's: 3 MiB.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_REQUEST_BODY_BYTES)]
+    max_request_body_bytes: usize,
+    /// The largest object stored, after any patch or apply (413 naming the object
+    /// above). etcd's request limit, as for kube-apiserver: 1.5 MiB.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_OBJECT_BYTES)]
+    max_object_bytes: usize,
+    /// How deeply an object's values may nest (422 above); at most 127, the depth the
+    /// server's decoder reads back.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_OBJECT_DEPTH,
+          value_parser = clap::value_parser!(u16).range(1..=limits::DECODER_MAX_DEPTH as i64).map(usize::from))]
+    max_object_depth: usize,
     /// Reads (get, list, discovery) answered at once; more are answered 429 with
     /// Retry-After: 1. Watches are not counted. 0 is no limit.
     #[arg(long, default_value_t = InflightLimits::default().reads)]
@@ -124,6 +139,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     config.bookmark_interval = std::time::Duration::from_secs(args.watch_bookmark_seconds.max(1));
     config.watch_window = args.watch_window;
+    config.limits = Limits {
+        max_request_body_bytes: args.max_request_body_bytes,
+        max_object_bytes: args.max_object_bytes,
+        max_object_depth: args.max_object_depth,
+    };
     config.inflight = InflightLimits {
         reads: args.max_requests_inflight,
         mutations: args.max_mutating_requests_inflight,

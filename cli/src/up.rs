@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use outpost_api::InstallPhase;
+use outpost_api::{InstallPhase, secret_file};
 use outpost_apiserver::auth::{ADMINS, TokenFile};
 use outpost_apiserver::registry::Registry;
 use outpost_apiserver::server::{ApiServer, ServerConfig};
@@ -113,7 +113,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // working directories.
     let dir = &std::path::absolute(&args.data_dir)
         .with_context(|| format!("data dir {}", args.data_dir.display()))?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // It holds the admin token and kubeconfigs: owner only.
+    secret_file::private_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let (tokens, admin_token) = admin_tokens(dir)?;
     // kubectl sends tokens only over TLS: serve HTTPS with a local CA kept in the data dir.
     let tls = SelfSigned::ensure(&dir.join("pki"))?;
@@ -313,7 +314,7 @@ async fn start_runner(
 ) -> anyhow::Result<Supervised> {
     let home = dir.join("runner");
     let secrets = home.join("secrets");
-    std::fs::create_dir_all(&secrets)
+    secret_file::private_dir(&secrets)
         .with_context(|| format!("cannot create {}", secrets.display()))?;
     let token = match std::fs::read_to_string(home.join("token")) {
         Ok(token) => token.trim().to_owned(),
@@ -387,19 +388,10 @@ fn random_hex(len: usize) -> String {
         .collect()
 }
 
-/// Writes a file only its owner may read.
+/// Writes a line to a file only its owner may read ([`secret_file`]).
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    writeln!(file, "{text}")?;
-    Ok(())
+    secret_file::write(path, format!("{text}\n"))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The admin token of this data directory, created on first start.
@@ -407,8 +399,7 @@ fn admin_tokens(dir: &Path) -> anyhow::Result<(TokenFile, String)> {
     let path = dir.join("tokens.csv");
     if !path.exists() {
         let token = random_hex(32);
-        std::fs::write(&path, format!("{token},admin,admin,\"{ADMINS}\"\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_private(&path, &format!("{token},admin,admin,\"{ADMINS}\""))?;
     }
     let tokens = TokenFile::read(&path)?;
     let text = std::fs::read_to_string(&path)?;
@@ -432,6 +423,7 @@ fn write_kubeconfig(
     let config = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: outpost\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca_data}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: outpost\n  context:\n    cluster: outpost\n    user: admin\n    namespace: default\ncurrent-context: outpost\n"
     );
-    std::fs::write(&path, config).with_context(|| format!("cannot write {}", path.display()))?;
+    secret_file::write(&path, config)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(std::fs::canonicalize(&path)?)
 }

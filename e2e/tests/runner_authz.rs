@@ -44,23 +44,35 @@ fn drift_report(name: &str, install: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn audit_event(name: &str, install: &str) -> Vec<u8> {
-    json!({
+/// The audit event `<install>-<sequence>`, linked to the one before it as a runner
+/// ships them (each hash is the hash of the event's name).
+fn audit_event(install: &str, sequence: u64) -> Vec<u8> {
+    let name = format!("{install}-{sequence}");
+    let previous = sequence
+        .checked_sub(1)
+        .map(|before| outpost_api::content_hash(&json!(format!("{install}-{before}"))));
+    let mut event = json!({
         "apiVersion": "outpost.dev/v1alpha1",
         "kind": "AuditEvent",
         "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
         "spec": {
             "install": install,
             "runner": install,
-            "sequence": 0,
+            "sequence": sequence,
             "timestamp": "2025-01-15T10:00:00Z",
             "type": "claim",
+            "previousHash": previous,
             "hash": outpost_api::content_hash(&json!(name)),
             "signature": "c2ln",
         },
-    })
-    .to_string()
-    .into_bytes()
+    });
+    if previous.is_none() {
+        event["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("previousHash");
+    }
+    event.to_string().into_bytes()
 }
 
 const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
@@ -102,19 +114,6 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
             201,
             "admin creates a drift report",
         );
-        let events = format!("{API}/auditevents");
-        expect(
-            &cp.raw(
-                admin,
-                "POST",
-                &events,
-                &JSON,
-                audit_event(&format!("audit-{suffix}"), install),
-            )
-            .await,
-            201,
-            "admin creates an audit event",
-        );
     }
 
     // Only admins mint; the answer is a RunnerToken; the Install keeps only the hash.
@@ -146,6 +145,21 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
     assert!(old_a.starts_with("opr_default_acme_"), "{old_a}");
     let token_a = cp.mint_runner_token("default/acme"); // rotates
     let token_b = cp.mint_runner_token("default/globex");
+    // Only a runner token appends to its install's audit log (admins cannot).
+    for (token, install) in [(&token_a, "acme"), (&token_b, "globex")] {
+        expect(
+            &cp.raw(
+                Some(token),
+                "POST",
+                &format!("{API}/auditevents"),
+                &JSON,
+                audit_event(install, 0),
+            )
+            .await,
+            201,
+            "a runner creates its first audit event",
+        );
+    }
     let install = cp
         .raw(admin, "GET", &format!("{API}/installs/acme"), &[], "")
         .await;
@@ -218,7 +232,7 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
             "B lists A's drift reports",
         ),
         (
-            format!("{API}/auditevents/audit-a"),
+            format!("{API}/auditevents/acme-0"),
             "B gets A's audit event",
         ),
         (
@@ -251,7 +265,7 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
             "POST",
             &format!("{API}/auditevents"),
             &JSON,
-            audit_event("forged", "acme"),
+            audit_event("acme", 1),
         )
         .await,
         403,
@@ -394,14 +408,14 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
             "POST",
             &format!("{API}/auditevents"),
             &JSON,
-            audit_event("audit-b2", "globex"),
+            audit_event("globex", 1),
         )
         .await,
         201,
         "B creates its audit event",
     );
     expect(
-        &cp.raw(b, "DELETE", &format!("{API}/auditevents/audit-b2"), &[], "")
+        &cp.raw(b, "DELETE", &format!("{API}/auditevents/globex-1"), &[], "")
             .await,
         403,
         "B deletes its audit event",
@@ -410,7 +424,7 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
         &cp.raw(
             b,
             "PATCH",
-            &format!("{API}/auditevents/audit-b2"),
+            &format!("{API}/auditevents/globex-1"),
             &MERGE,
             r#"{"spec":{"signature":"eA=="}}"#,
         )

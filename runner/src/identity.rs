@@ -61,13 +61,7 @@ impl Identity {
 pub use outpost_api::audit_chain::verify_signature;
 
 fn open_private(path: &Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+    outpost_api::secret_file::create(path)
         .with_context(|| format!("cannot create {}", path.display()))
 }
 

@@ -251,11 +251,7 @@ fn refuse_paths_steps_see(args: &RunnerArgs) -> anyhow::Result<()> {
 }
 
 fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    outpost_api::secret_file::private_dir(dir)
         .with_context(|| format!("cannot create the state dir {}", dir.display()))
 }
 

@@ -2,8 +2,10 @@
 //! the schema check so that a request gets every cause in one 422. A `Policy`'s module
 //! must also compile. Then the references that must exist in the store: a `Rollout`'s
 //! `spec.component` must be a Component of its App ([`component_reference`]). A Plan's
-//! lifecycle (who may write which status and make which move, approvals) is in [`plan`].
+//! lifecycle (who may write which status and make which move, approvals) is in [`plan`];
+//! the audit log is append-only ([`audit`]).
 
+pub mod audit;
 pub mod plan;
 
 use outpost_api::{FieldError, Validate};

@@ -19,6 +19,7 @@ use json_patch::{Patch, PatchErrorKind, PatchOperation};
 use outpost_api::{FieldError, FieldErrorKind};
 use serde_json::Value;
 
+use crate::limits::{Limits, depth, too_deep};
 use crate::status::{ApiError, Subject};
 
 /// The most operations a JSON patch may hold, as in kube-apiserver.
@@ -69,7 +70,17 @@ impl PatchType {
 /// patch library does (kube-rs relies on it to add the first finalizer).
 /// Server-side apply needs a field manager: use [`parse_apply_body`] and
 /// [`server_side_apply`].
-pub fn apply_patch(kind: PatchType, existing: &Value, body: &[u8]) -> Result<Value, ApiError> {
+///
+/// The work is bounded by `limits`, as kube-apiserver bounds it: at most
+/// [`MAX_JSON_PATCH_OPERATIONS`] operations (413), `copy` operations adding at most
+/// `max_request_body_bytes` in all and no operation nesting a value deeper than
+/// `max_object_depth` (422, at the operation that would).
+pub fn apply_patch(
+    kind: PatchType,
+    existing: &Value,
+    body: &[u8],
+    limits: &Limits,
+) -> Result<Value, ApiError> {
     let patched = match kind {
         PatchType::Merge => {
             let patch: Value = serde_json::from_slice(body)
@@ -83,7 +94,7 @@ pub fn apply_patch(kind: PatchType, existing: &Value, body: &[u8]) -> Result<Val
             json_patch::merge(&mut doc, &patch);
             doc
         }
-        PatchType::Json => apply_json_patch(existing, body)?,
+        PatchType::Json => apply_json_patch(existing, body, limits)?,
         PatchType::Apply => {
             return Err(ApiError::Internal(
                 "server-side apply is served by server_side_apply, not apply_patch".into(),
@@ -101,14 +112,19 @@ pub fn apply_patch(kind: PatchType, existing: &Value, body: &[u8]) -> Result<Val
     Ok(patched)
 }
 
-fn apply_json_patch(existing: &Value, body: &[u8]) -> Result<Value, ApiError> {
+fn apply_json_patch(existing: &Value, body: &[u8], limits: &Limits) -> Result<Value, ApiError> {
     let patch: Patch = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
     if patch.len() > MAX_JSON_PATCH_OPERATIONS {
-        return Err(ApiError::TooLarge(MAX_JSON_PATCH_OPERATIONS));
+        return Err(ApiError::TooManyPatchOperations {
+            limit: MAX_JSON_PATCH_OPERATIONS,
+            got: patch.len(),
+        });
     }
     let mut doc = existing.clone();
+    let mut copied = 0usize;
     for op in patch.iter() {
+        check_growth(existing, &doc, op, limits, &mut copied)?;
         let null_test = match op {
             PatchOperation::Test(test) if test.value.is_null() => Some(test.path.as_str()),
             _ => None,
@@ -130,6 +146,73 @@ fn apply_json_patch(existing: &Value, body: &[u8]) -> Result<Value, ApiError> {
     Ok(doc)
 }
 
+/// Refuses `op` before it runs if it would nest a value deeper than the object depth
+/// limit, or if it is a `copy` taking the bytes copied by the patch over the request
+/// body limit (kube's `JSONPatchMaxCopyBytes`, with its message).
+fn check_growth(
+    existing: &Value,
+    doc: &Value,
+    op: &PatchOperation,
+    limits: &Limits,
+    copied: &mut usize,
+) -> Result<(), ApiError> {
+    let added = match op {
+        PatchOperation::Add(add) => Some(&add.value),
+        PatchOperation::Replace(replace) => Some(&replace.value),
+        PatchOperation::Copy(copy) => doc.pointer(copy.from.as_str()),
+        PatchOperation::Move(moved) => doc.pointer(moved.from.as_str()),
+        PatchOperation::Remove(_) | PatchOperation::Test(_) => None,
+    };
+    let Some(added) = added else {
+        return Ok(()); // nothing added, or a missing `from` the patch itself reports
+    };
+    let path = op.path();
+    let max_depth = limits.max_object_depth;
+    let at = path.count();
+    if at + depth(added, max_depth) > max_depth {
+        return Err(invalid_patch(
+            existing,
+            too_deep(&dotted(path.as_str()), max_depth),
+        ));
+    }
+    if let PatchOperation::Copy(_) = op {
+        *copied = copied.saturating_add(encoded_len(added));
+        if *copied > limits.max_request_body_bytes {
+            return Err(patch_failed(
+                existing,
+                path.as_str(),
+                &format!(
+                    "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {}",
+                    limits.max_request_body_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `/spec/a/0` as `spec.a.0`.
+fn dotted(pointer: &str) -> String {
+    pointer.trim_start_matches('/').replace('/', ".")
+}
+
+/// The length of `value` encoded as JSON, without allocating it.
+fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("a JSON value serialises");
+    count.0
+}
+
 /// Whether `pointer` names a missing member of an existing object, or a `null`.
 /// Kube's patch library (evanphx/json-patch v4) treats both as `null`; a missing
 /// parent still fails.
@@ -143,6 +226,22 @@ fn null_or_missing(doc: &Value, pointer: &str) -> bool {
 }
 
 fn patch_failed(existing: &Value, path: &str, detail: &str) -> ApiError {
+    invalid_patch(
+        existing,
+        FieldError {
+            field: path.to_owned(),
+            kind: FieldErrorKind::Invalid,
+            message: if detail == "test failed" {
+                format!("testing value {path} failed: test failed")
+            } else {
+                detail.to_owned()
+            },
+        },
+    )
+}
+
+/// A 422 about the patched object, with `cause`.
+fn invalid_patch(existing: &Value, cause: FieldError) -> ApiError {
     let text = |pointer: &str| {
         existing
             .pointer(pointer)
@@ -160,15 +259,7 @@ fn patch_failed(existing: &Value, path: &str, detail: &str) -> ApiError {
             kind: text("/kind").to_owned(),
             name: text("/metadata/name").to_owned(),
         },
-        causes: vec![FieldError {
-            field: path.to_owned(),
-            kind: FieldErrorKind::Invalid,
-            message: if detail == "test failed" {
-                format!("testing value {path} failed: test failed")
-            } else {
-                detail.to_owned()
-            },
-        }],
+        causes: vec![cause],
     }
 }
 

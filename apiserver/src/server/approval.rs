@@ -101,7 +101,7 @@ pub async fn answer(call: &Call, body: Body) -> Result<Response, ApiError> {
         )));
     }
     let media = content_type(&call.headers);
-    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
     let body = match media.as_str() {
         "application/merge-patch+json" | "application/json" | "" => serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::BadRequest(format!("error decoding the approval: {e}")))?,

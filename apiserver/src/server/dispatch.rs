@@ -188,6 +188,7 @@ async fn answer_as(
     if call.request.subresource.as_deref() == Some("token") {
         return runner_token::mint(&call).await;
     }
+    crate::admission::audit::refuse_change(&call.rt, &call.request)?;
     if !matches!(call.request.verb, Verb::Get | Verb::List | Verb::Watch) {
         fence::check(&call).await?;
     }

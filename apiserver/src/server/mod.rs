@@ -53,8 +53,8 @@ pub struct ServerConfig {
     pub watch_window: usize,
     /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
     pub bookmark_interval: Duration,
-    /// The largest request body accepted (413 above).
-    pub max_body_bytes: usize,
+    /// The largest request body and object accepted, the deepest nesting.
+    pub limits: crate::limits::Limits,
     /// Requests in flight and open watches per user (429 above).
     pub inflight: InflightLimits,
     /// Header, idle and TLS handshake timeouts of connections (HTTPS).
@@ -70,7 +70,7 @@ impl ServerConfig {
             authorizer: Arc::new(GroupAuthorizer),
             watch_window: 10_000,
             bookmark_interval: Duration::from_secs(10),
-            max_body_bytes: 3 * 1024 * 1024 / 2,
+            limits: crate::limits::Limits::default(),
             inflight: InflightLimits::default(),
             connections: ConnectionLimits::default(),
         }

@@ -114,7 +114,7 @@ fn check_preconditions(
 }
 
 pub async fn delete(call: &Call, body: Body) -> Result<Response, ApiError> {
-    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
     let options: Value = if bytes.is_empty() {
         json!({})
     } else {

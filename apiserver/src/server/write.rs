@@ -14,8 +14,8 @@ use super::dispatch::Call;
 use super::objects::RETRIES;
 use crate::admission;
 use crate::object_meta::{
-    WriteScope, finalizers, from_store, is_deleting, prepare_create, prepare_update,
-    sent_resource_version, set_resource_version, to_store,
+    WriteScope, check_url_name, finalizers, from_store, is_deleting, prepare_create,
+    prepare_update, sent_resource_version, set_resource_version, to_store,
 };
 use crate::patch::{
     PatchType, apply_patch, apply_strategic_merge, parse_apply_body, record_update,
@@ -38,6 +38,16 @@ impl Call {
             .filter(|m| !m.is_empty())
             .unwrap_or("unknown")
             .to_owned()
+    }
+
+    /// The object as it is stored, if within the server's limits (size, nesting).
+    fn stored(&self, object: &Value, subject: &Subject) -> Result<bytes::Bytes, ApiError> {
+        let bytes = to_store(object);
+        self.state
+            .config
+            .limits
+            .check_object(subject, &bytes, object)?;
+        Ok(bytes)
     }
 
     pub(super) fn scope(&self) -> WriteScope {
@@ -136,7 +146,7 @@ async fn admit_references(
 }
 
 pub async fn create(call: &Call, body: Body) -> Result<Response, ApiError> {
-    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
     let mut object = decode_object(&call.headers, &bytes)?;
     let warnings = field_validation(call, &mut object)?;
     create_object(call, object, warnings).await
@@ -151,6 +161,14 @@ async fn create_object(
     call.check_access(&object)?;
     admit(call, &object, &name)?;
     admit_references(call, &object, None, &name).await?;
+    admission::audit::admit_create(
+        call.state.store.as_ref(),
+        &call.rt,
+        &call.user,
+        &call.request,
+        &object,
+    )
+    .await?;
     record_update(
         None,
         &mut object,
@@ -162,10 +180,11 @@ async fn create_object(
         return Ok(json_with_warnings(StatusCode::CREATED, &object, &warnings));
     }
     let key = call.rt.key(call.namespace(), &name);
+    let stored = call.stored(&object, &Subject::of(&call.rt, &name))?;
     let kv = call
         .state
         .store
-        .create(&key, to_store(&object))
+        .create(&key, stored)
         .await
         .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, &name)))?;
     set_resource_version(&mut object, kv.mod_revision);
@@ -173,7 +192,7 @@ async fn create_object(
 }
 
 pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
-    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
     let mut object = decode_object(&call.headers, &bytes)?;
     let warnings = field_validation(call, &mut object)?;
     let subject = call.subject();
@@ -262,8 +281,9 @@ async fn commit_update(
         "Update",
         &crate::object_meta::now(),
     );
+    let stored = call.stored(&new, &call.subject())?;
     let written = store
-        .update(&call.key(), to_store(&new), revision)
+        .update(&call.key(), stored, revision)
         .await
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
     from_store(&written)
@@ -293,9 +313,12 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
     let kind = PatchType::from_content_type(&content_type(&call.headers))?;
     if kind == PatchType::StrategicMerge && !call.rt.strategic_merge {
         // Answered before looking the object up, as kube-apiserver does for custom resources.
-        return Err(apply_patch(kind, &Value::Null, b"{}").expect_err("strategic merge is refused"));
+        let limits = &call.state.config.limits;
+        return Err(
+            apply_patch(kind, &Value::Null, b"{}", limits).expect_err("strategic merge is refused")
+        );
     }
-    let bytes = read(body, call.state.config.max_body_bytes).await?;
+    let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
     let force = call.flag("force");
     validate_patch_options(
         kind,
@@ -317,6 +340,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
                 return Err(ApiError::NotFound(call.subject()));
             }
             let mut applied = parse_apply_body(&bytes)?;
+            check_url_name(&applied, call.name())?;
             let warnings = field_validation(call, &mut applied)?;
             let object =
                 server_side_apply(None, &applied, &manager, force, &crate::object_meta::now())
@@ -329,6 +353,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
         let old = from_store(&kv)?;
         let (mut new, warnings, conditional) = if kind == PatchType::Apply {
             let mut applied = parse_apply_body(&bytes)?;
+            check_url_name(&applied, call.name())?;
             let conditional = sets_resource_version(kind, &applied);
             let warnings = field_validation(call, &mut applied)?;
             let new = server_side_apply(
@@ -344,7 +369,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             let mut new = if kind == PatchType::StrategicMerge {
                 apply_strategic_merge(&old, &bytes)?
             } else {
-                apply_patch(kind, &old, &bytes)?
+                apply_patch(kind, &old, &bytes, &call.state.config.limits)?
             };
             let conditional = serde_json::from_slice(&bytes)
                 .is_ok_and(|patch: Value| sets_resource_version(kind, &patch));
