@@ -103,7 +103,7 @@ fn cells_follow_plans_drift_and_the_runner() {
                 "search-1",
                 "search",
                 "2026-11-23T09:00:00Z",
-                "Running",
+                "Applying",
                 json!([]),
             ),
         ],
