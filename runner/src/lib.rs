@@ -20,6 +20,7 @@ pub mod failover;
 pub mod identity;
 pub mod journal;
 pub mod local_policy;
+pub mod plan_diff;
 pub mod report;
 pub mod retry;
 pub mod secrets;
