@@ -19,7 +19,7 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{Install, InstallPhase, Plan, PlanPhase};
+use outpost_api::{Install, InstallPhase, Plan};
 use outpost_apiserver::auth::{ADMINS, TokenFile, User};
 use outpost_apiserver::server::{ApiServer, ServerConfig};
 use outpost_apiserver::storage::{

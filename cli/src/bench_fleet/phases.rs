@@ -287,7 +287,7 @@ async fn dispatch(
         let seen = shared.sightings_since(started);
         let gated: Vec<String> = seen
             .into_iter()
-            .filter(|(_, s)| s.gated.is_some())
+            .filter(|(_, s)| s.awaiting.is_some())
             .map(|(name, _)| name)
             .collect();
         if gated.len() >= samples {
@@ -312,14 +312,8 @@ async fn dispatch(
             "plan {name} is {:?}, not awaiting approval",
             status.phase
         );
-        let hash = plan.spec.content_hash.clone().unwrap_or_default();
-        let patch = json!({
-            "metadata": {"resourceVersion": plan.resource_version()},
-            "status": PlanStatus::approval_patch("bench", &hash, Time(jiff::Timestamp::now())),
-        });
         let at = Instant::now();
-        plans
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+        approve(&plans, &plan)
             .await
             .with_context(|| format!("approving {name}"))?;
         sent.push((name, at));
@@ -347,4 +341,28 @@ async fn dispatch(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Approves the diff an `AwaitingApproval` Plan shows, as a person would: bound to its
+/// content hash and `status.diff.hash`. The one place the bench approves.
+async fn approve(plans: &Api<Plan>, plan: &Plan) -> Result<Plan, kube_client::Error> {
+    let hash = plan.spec.content_hash.clone().unwrap_or_default();
+    let mut status = PlanStatus::approval_patch("bench", &hash, Time(jiff::Timestamp::now()));
+    status["approval"]["diffHash"] = json!(
+        plan.status
+            .as_ref()
+            .and_then(|s| s.diff.as_ref())
+            .map(|d| d.hash.clone())
+    );
+    let patch = json!({
+        "metadata": {"resourceVersion": plan.resource_version()},
+        "status": status,
+    });
+    plans
+        .patch_status(
+            &plan.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
 }
