@@ -170,7 +170,11 @@ fn thing_input(module_dir: &Path) -> Option<String> {
         .as_array()?
         .iter()
         .find(|r| r["type"] == "terraform_data" && r["name"] == "thing")?;
-    resource["instances"][0]["attributes"]["input"]
+    // A dynamic attribute: `{"value": ..., "type": ...}` in the state.
+    let input = &resource["instances"][0]["attributes"]["input"];
+    input
+        .get("value")
+        .unwrap_or(input)
         .as_str()
         .map(str::to_owned)
 }
