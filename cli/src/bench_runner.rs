@@ -426,7 +426,7 @@ impl Observed {
 }
 
 /// Creates a job Plan `name` (a component whose one step runs `true` in the sandbox).
-async fn create_plan(plans: &Api<Plan>, name: &str) -> anyhow::Result<String> {
+async fn create_plan(plans: &Api<Plan>, name: &str) -> anyhow::Result<()> {
     let desired = json!({"app": "bench", "type": "job",
                          "job": {"image": "none", "command": ["true"]}});
     let hash = outpost_api::content_hash(&desired);
@@ -441,11 +441,11 @@ async fn create_plan(plans: &Api<Plan>, name: &str) -> anyhow::Result<String> {
         .create(&PostParams::default(), &serde_json::from_value(plan)?)
         .await
         .with_context(|| format!("creating plan {name}"))?;
-    Ok(hash)
+    Ok(())
 }
 
-/// Approves Plan `name` for `hash`; returns when the approval was sent.
-async fn approve(plans: &Api<Plan>, name: &str, _hash: &str) -> anyhow::Result<Instant> {
+/// Passes Plan `name` as the gate does (`Ready`, its role); returns when that was sent.
+async fn approve(plans: &Api<Plan>, name: &str) -> anyhow::Result<Instant> {
     let status = json!({"status": {
         "phase": "Ready",
         "role": {"name": "bench-maintenance", "level": "default"},
@@ -473,8 +473,8 @@ impl RunnerBench {
         // sandbox has run.
         for i in 0..3 {
             let name = format!("warmup-{i}");
-            let hash = create_plan(&plans, &name).await?;
-            approve(&plans, &name, &hash).await?;
+            create_plan(&plans, &name).await?;
+            approve(&plans, &name).await?;
             observed
                 .until(&format!("{name} to finish"), timeout, |o| {
                     o.finished.contains_key(&name)
@@ -486,9 +486,9 @@ impl RunnerBench {
         let mut sequential = Vec::new();
         for i in 0..self.plans {
             let name = format!("seq-{i:04}");
-            let hash = create_plan(&plans, &name).await?;
+            create_plan(&plans, &name).await?;
             tokio::time::sleep(self.gap).await;
-            sequential.push((name.clone(), approve(&plans, &name, &hash).await?));
+            sequential.push((name.clone(), approve(&plans, &name).await?));
             observed
                 .until(&format!("{name} to finish"), timeout, |o| {
                     o.finished.contains_key(&name)
@@ -505,16 +505,16 @@ impl RunnerBench {
                 let mut burst = Vec::new();
                 for i in 0..self.burst {
                     let name = format!("burst-{b:02}-{i:03}");
-                    let hash = create_plan(&plans, &name).await?;
-                    burst.push((name, hash));
+                    create_plan(&plans, &name).await?;
+                    burst.push(name);
                 }
                 let mut approved = Vec::new();
-                for (name, hash) in &burst {
-                    approved.push((name.clone(), approve(&plans, name, hash).await?));
+                for name in &burst {
+                    approved.push((name.clone(), approve(&plans, name).await?));
                 }
                 observed
                     .until("a burst to finish", timeout * 2, |o| {
-                        burst.iter().all(|(n, _)| o.finished.contains_key(n))
+                        burst.iter().all(|n| o.finished.contains_key(n))
                     })
                     .await?;
                 runner.check_alive()?;

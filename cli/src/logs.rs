@@ -79,12 +79,18 @@ pub fn describe(name: &str, plan: &Plan) -> String {
     if let Some(role) = &status.role {
         line.push_str(&format!(" (role {}, {:?})", role.name, role.level));
     }
+    if let Some(diff) = &status.diff {
+        line.push_str(&format!(" [{}]", diff.summary));
+    }
+    if let Some(reason) = &status.reason {
+        line.push_str(&format!(" ({reason})"));
+    }
     if let Some(message) = &status.message {
         line.push_str(&format!(": {message}"));
     }
     match phase {
         PlanPhase::AwaitingApproval => line.push_str(&format!(
-            " — approve with `outpost approve {name}` or deny with `outpost deny {name} --reason WHY`"
+            " — approve the diff with `outpost approve {name}` or deny it with `outpost deny {name} --reason WHY`"
         )),
         PlanPhase::Failed => {
             line.push_str(&format!(" — see what it printed with `outpost logs {name}`"))

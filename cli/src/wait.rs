@@ -127,9 +127,14 @@ pub async fn run(args: WaitArgs) -> anyhow::Result<()> {
             let plan_name = plan.metadata.name.clone().unwrap_or_default();
             let awaiting =
                 plan.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::AwaitingApproval);
-            if awaiting && awaiting_told.insert(plan_name.clone()) {
+            // Told again when the runner planned again and shows another diff.
+            let diff = plan.status.as_ref().and_then(|s| s.diff.as_ref());
+            let hash = diff.map(|d| d.hash.clone()).unwrap_or_default();
+            if awaiting && awaiting_told.insert((plan_name.clone(), hash)) {
+                let summary =
+                    diff.map_or_else(String::new, |d| format!(" of its diff ({})", d.summary));
                 println!(
-                    "plan {plan_name} awaits approval: `outpost approve {plan_name} -n {namespace}` (or `outpost deny`)"
+                    "plan {plan_name} awaits approval{summary}: `outpost approve {plan_name} -n {namespace}` (or `outpost deny`)"
                 );
             }
         }

@@ -1,7 +1,8 @@
 //! The Plan gate: for a new Plan, resolve its role by the precedence chain and record
-//! the name and the level that chose it, evaluate policies on its rendered desired state,
-//! then apply the install's approval mode. Verdicts and approval bind to the Plan's
-//! content hash. An undeclared role, a denying policy or a missing install denies the
+//! the name and the level that chose it, evaluate the vendor's policies on its rendered
+//! desired state (recording `approvalRequired` of `approve`-enforced ones), then pass it
+//! as `Ready` to the install's runner — for `prompt` installs too: the runner plans first
+//! and asks a person to approve the real diff. The gate never approves. An undeclared role, a denying policy or a missing install denies the
 //! Plan with a reason — never a silent fallback.
 //!
 //! What it decides on (installs, apps, their objects, policies) is read from watched
@@ -17,7 +18,7 @@ use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::reflector::{self, ObjectRef, Store};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{ApprovalMode, Install, Plan, PlanPhase, PlanStatus, Verdict};
+use outpost_api::{Install, Plan, PlanPhase, PlanStatus, Verdict};
 
 use crate::app_cache::AppCache;
 use crate::role_chain::resolve_role;
@@ -183,12 +184,9 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
     }
 
     // The Plan goes to its runner, which plans against live state; whether a person
-    // must approve (the install's approval mode, an `approve` policy) is decided on the
-    // real diff, not here.
-    status.phase = Some(match install.spec.approval_mode() {
-        ApprovalMode::ApproveAll => PlanPhase::Ready,
-        ApprovalMode::Prompt => PlanPhase::AwaitingApproval,
-    });
+    // must approve (the install's approval mode, an `approve` policy's verdict here or on
+    // the diff) is decided there, on the real diff. The gate never approves.
+    status.phase = Some(PlanPhase::Ready);
     Ok(Some(status))
 }
 

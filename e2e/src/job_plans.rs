@@ -18,7 +18,8 @@ use crate::{ControlPlane, outpost_binary, runner_binary};
 /// The install the Plans are for.
 pub const INSTALL: &str = "acme";
 
-/// Creates App `shop` and Install `acme`, and mints the install's runner token with
+/// Creates App `shop` and Install `acme` (`approve-all`: its runner applies a diff at
+/// once), and mints the install's runner token with
 /// `outpost token`, as an admin would.
 pub async fn install_with_token(cp: &ControlPlane) -> String {
     let json = [("content-type", "application/json")];
@@ -27,8 +28,8 @@ pub async fn install_with_token(cp: &ControlPlane) -> String {
         "spec": {"permissions": {"roles": [{"name": "acme-maintenance", "type": "maintenance"}]}}});
     let install = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
         "metadata": {"name": INSTALL},
-        "spec": {"app": "shop", "cloud": {"provider": "aws", "accountId": "111122223333",
-                 "region": "eu-west-1"}}});
+        "spec": {"app": "shop", "approvalMode": "approve-all",
+                 "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}}});
     let base = "/apis/outpost.dev/v1alpha1/namespaces/default";
     for (plural, object) in [("apps", app), ("installs", install)] {
         let reply = cp

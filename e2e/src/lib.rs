@@ -7,6 +7,7 @@
 //! ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]); give the real runner job
 //! Plans to run ([`job_plans`]).
 
+pub mod approve;
 mod cluster;
 mod etcd_cluster;
 pub mod helm;

@@ -1,7 +1,8 @@
 //! The `outpost` CLI verbs (`status`, `deploy`, `trigger`, `approve`, `deny`, `drift`,
 //! `logs`, and `kubectl outpost`) against the real `outpost server` and `outpost
-//! controllers`, the example app applied, and the test playing the runner: it moves
-//! approved Plans through Running (a first log line) to Succeeded (a second one, and
+//! controllers`, the example app applied, and the test playing the runner: on a
+//! `prompt` install it posts a diff for approval first; it moves Ready (approve-all) and
+//! Approved Plans through Applying (a first log line) to Succeeded (a second one, and
 //! the outputs later components' templates need).
 
 use std::path::PathBuf;
@@ -146,14 +147,37 @@ fn outputs(plan: &Plan) -> Value {
     }
 }
 
-/// Plays the runner: Ready → Applying (log `applying NAME`) → Succeeded (log
+/// Plays the runner: Ready → (a `prompt` install's: AwaitingApproval with a one-resource
+/// diff → Approved by a person →) Applying (log `applying NAME`) → Succeeded (log
 /// `applied NAME`, outputs), one step per pass.
 async fn play_runner(plans: Api<Plan>) {
+    let installs: Api<Install> = Api::namespaced(plans.clone().into_client(), "default");
     loop {
+        let prompt: Vec<String> = match installs.list(&ListParams::default()).await {
+            Ok(listed) => listed
+                .items
+                .into_iter()
+                .filter(|i| i.spec.approval_mode() == outpost_api::ApprovalMode::Prompt)
+                .filter_map(|i| i.metadata.name)
+                .collect(),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                continue;
+            }
+        };
         if let Ok(listed) = plans.list(&ListParams::default()).await {
             for plan in listed.items {
                 let name = plan.metadata.name.clone().unwrap();
                 let status = match phase_of(&plan).as_str() {
+                    "Ready" if prompt.contains(&plan.spec.install) => {
+                        let diff = outpost_api::PlanDiff::new(
+                            outpost_api::content_hash(&json!({"plan": name})),
+                            1,
+                            0,
+                            0,
+                        );
+                        json!({"phase": "AwaitingApproval", "diff": diff})
+                    }
                     "Ready" | "Approved" => {
                         json!({"phase": "Applying", "log": format!("applying {name}\n")})
                     }
@@ -500,7 +524,7 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         .lines()
         .position(|l| {
             l.starts_with(&format!("plan {manual}: AwaitingApproval"))
-                && l.contains(&format!("approve with `outpost approve {manual}`"))
+                && l.contains(&format!("approve the diff with `outpost approve {manual}`"))
         })
         .unwrap_or_else(|| panic!("{stderr}"));
     let succeeded = stderr
@@ -576,7 +600,7 @@ async fn deploy_asks_the_install_controller_for_a_plan_like_its_own() {
         })
         .collect();
     assert!(seen.is_sorted(), "{deployed:?}");
-    assert_eq!(seen.last(), Some(&4), "{deployed:?}");
+    assert_eq!(seen.last(), Some(&(order.len() - 1)), "{deployed:?}");
     let plan = plans.get(&name).await.unwrap();
     assert_eq!(phase_of(&plan), "Succeeded");
     assert_eq!(plan.spec.operation.as_str(), "deploy");
@@ -826,7 +850,7 @@ async fn wait_returns_once_an_install_converged_and_says_what_holds_it_up() {
     assert!(!ran.ok, "{ran:?}");
     assert!(
         ran.stdout.contains(&format!(
-            "plan {held} awaits approval: `outpost approve {held} -n default`"
+            "plan {held} awaits approval of its diff (1 to add, 0 to change, 0 to destroy): `outpost approve {held} -n default`"
         )),
         "{ran:?}"
     );

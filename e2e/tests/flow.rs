@@ -521,10 +521,11 @@ async fn a_local_policy_denies_replacing_the_database_the_control_plane_approved
     let name = replan.metadata.name.clone().unwrap();
     let status = replan.status.clone().unwrap();
 
-    // The control plane approved it (approve-all; no vendor policy denied) ...
+    // The control plane passed it to the runner (approve-all: no person asked; no vendor
+    // policy denied) ...
     assert!(
-        status.approval.is_some(),
-        "the control plane approved {name}: {status:?}"
+        status.role.is_some() && status.approval.is_none(),
+        "the control plane passed {name}: {status:?}"
     );
     assert!(
         status.verdicts.iter().all(|v| !v.denied),
@@ -606,7 +607,7 @@ async fn the_vendors_policies_are_evaluated_on_the_real_diff_too() {
         "no verdict at the gate denied it: {:?}",
         status.verdicts
     );
-    assert!(status.approval.is_some(), "approved: {status:?}");
+    assert!(status.role.is_some(), "passed by the gate: {status:?}");
     assert_eq!(status.phase, Some(PlanPhase::Failed), "{status:?}");
     assert_eq!(
         status.message.as_deref(),

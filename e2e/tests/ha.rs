@@ -136,6 +136,8 @@ impl SimulatedRunner {
             Stage::Applied {
                 outputs,
                 log: String::new(),
+                diff: None,
+                reason: None,
             },
         );
         self.report(plans, plan).await

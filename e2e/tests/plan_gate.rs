@@ -1,6 +1,8 @@
 //! The Plan gate in `outpost controllers`: every new Plan gets its role by the
-//! precedence chain (name and level shown by `kubectl get plans`), then the install's
-//! approval mode; an undeclared role denies it with a reason.
+//! precedence chain (name and level shown by `kubectl get plans`) and the vendor
+//! policies' verdicts, then goes `Ready` to its runner — on `prompt` installs too (the
+//! runner asks a person once it has the real diff); an undeclared role denies it with a
+//! reason.
 
 use std::time::{Duration, Instant};
 
@@ -86,7 +88,9 @@ async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {
             None,
             "entity",
             format!("{acme}-maintenance"),
-            "AwaitingApproval",
+            // A prompt install's Plan passes the gate as Ready too: its runner plans,
+            // and a person approves the real diff.
+            "Ready",
         ),
         (
             "db-deploy",
@@ -141,7 +145,9 @@ async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {
             Some("{{ install.id }}-eks-upgrade-role"),
             "override",
             format!("{acme}-eks-upgrade-role"),
-            "AwaitingApproval",
+            // A prompt install's Plan passes the gate as Ready too: its runner plans,
+            // and a person approves the real diff.
+            "Ready",
         ),
     ];
     for (name, install, operation, kind, entity, role_override, ..) in &plans {

@@ -1,6 +1,7 @@
 //! Rollouts end to end: the real `outpost server` and `outpost controllers`, a simulated
-//! runner (it completes approved Plans at once, failing every Plan of the installs it is
-//! told to), and `outpost rollout` from the CLI.
+//! runner (it completes Ready and Approved Plans at once, failing every Plan of the
+//! installs it is told to; a `prompt` install's Plans wait for a person first), and
+//! `outpost rollout` from the CLI.
 //!
 //! Installs pinned (`spec.release`) to the App's first release stay on it when the App
 //! changes; a Rollout moves them ring by ring, halts when an install of wave 1 fails
@@ -51,8 +52,9 @@ const INSTALLS: &[(&str, Option<&str>)] = &[
     ("z", None),
 ];
 
-/// Completes each approved Plan at once: `Failed` for the installs in `failing`, else
-/// `Succeeded`.
+/// Completes each Ready or Approved Plan at once: `Failed` for the installs in `failing`,
+/// else `Succeeded` — except that a `prompt` install's Ready Plan first asks a person
+/// (`AwaitingApproval` with a one-change diff).
 struct SimulatedRunner {
     task: tokio::task::JoinHandle<()>,
     failing: Arc<Mutex<BTreeSet<String>>>,
@@ -62,7 +64,8 @@ impl SimulatedRunner {
     fn start(client: kube_client::Client) -> Self {
         let failing = Arc::new(Mutex::new(BTreeSet::new()));
         let fails = failing.clone();
-        let plans = Api::<Plan>::namespaced(client, "default");
+        let plans = Api::<Plan>::namespaced(client.clone(), "default");
+        let installs = Api::<Install>::namespaced(client, "default");
         let task = tokio::spawn(async move {
             let mut events = watcher(plans.clone(), watcher::Config::default())
                 .default_backoff()
@@ -75,7 +78,23 @@ impl SimulatedRunner {
                 }
                 let fail = fails.lock().unwrap().contains(&plan.spec.install);
                 let now = jiff::Timestamp::now().to_string();
-                let status = if fail {
+                let ready = plan.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Ready);
+                let prompt = match installs.get(&plan.spec.install).await {
+                    Ok(install) => {
+                        install.spec.approval_mode() == outpost_api::ApprovalMode::Prompt
+                    }
+                    Err(_) => continue,
+                };
+                let status = if ready && prompt {
+                    // Planned: a person approves the diff first.
+                    let diff = outpost_api::PlanDiff::new(
+                        outpost_api::content_hash(&json!({"plan": plan.name_any()})),
+                        0,
+                        1,
+                        0,
+                    );
+                    json!({"phase": "AwaitingApproval", "diff": diff})
+                } else if fail {
                     json!({"phase": "Failed", "finishedAt": now, "message": "simulated failure"})
                 } else {
                     json!({"phase": "Succeeded", "finishedAt": now, "outputs": {"ok": true}})

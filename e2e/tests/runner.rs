@@ -105,8 +105,9 @@ fn desired(entity: &str, type_: &str) -> Value {
     json!({"app": "shop", "type": type_, "job": {"image": "busybox", "command": ["echo", entity]}})
 }
 
-/// Creates an approved Plan deploying component `entity`, approved for `approved_hash`
-/// (its own content hash when `None`).
+/// Creates a Plan deploying component `entity` as the gate passes it (`Ready`); with
+/// `approved_hash`, one `Approved` for that content hash instead (a stale approval when
+/// it is not the Plan's own).
 async fn approved_plan(
     plans: &Api<Plan>,
     entity: &str,
@@ -137,11 +138,17 @@ async fn approved_plan(
         INSTALL.to_owned(),
     )]));
     plans.create(&PostParams::default(), &plan).await.unwrap();
-    let status = json!({"status": {
-        "phase": "Approved",
-        "role": {"name": "acme-maintenance", "level": "default"},
-        "approval": {"by": "test", "at": Time(jiff::Timestamp::now()), "contentHash": approved_hash.unwrap_or(hash)},
-    }});
+    let status = match approved_hash {
+        None => json!({"status": {
+            "phase": "Ready",
+            "role": {"name": "acme-maintenance", "level": "default"},
+        }}),
+        Some(approved) => json!({"status": {
+            "phase": "Approved",
+            "role": {"name": "acme-maintenance", "level": "default"},
+            "approval": {"by": "test", "at": Time(jiff::Timestamp::now()), "contentHash": approved},
+        }}),
+    };
     plans
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
         .await

@@ -134,6 +134,8 @@ fn journal(state: &Path) -> BTreeMap<String, BTreeMap<&'static str, usize>> {
             Stage::Applying { .. } => "applying",
             Stage::Applied { .. } => "applied",
             Stage::Failed { .. } => "failed",
+            Stage::Awaiting { .. } => "awaiting",
+            Stage::Released { .. } => "released",
             Stage::Reported => "reported",
             Stage::Lost => "lost",
         };

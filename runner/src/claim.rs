@@ -47,8 +47,17 @@ pub fn refusal(plan: &Plan) -> Option<&'static str> {
     }
 }
 
-/// Claims `plan` (as last seen, in phase `Ready` or `Approved`) for `runner`: phase `Claimed`,
-/// `claimedBy`, `startedAt`, sent with the seen resourceVersion.
+/// The phase a claim moves a Plan to: `Ready` → `Claimed` (the runner plans),
+/// `Approved` → `Applying` (the runner applies the approved diff).
+pub fn claimed_phase(phase: Option<PlanPhase>) -> PlanPhase {
+    match phase {
+        Some(PlanPhase::Approved) => PlanPhase::Applying,
+        _ => PlanPhase::Claimed,
+    }
+}
+
+/// Claims `plan` (as last seen, in phase `Ready` or `Approved`) for `runner`: phase
+/// [`claimed_phase`], `claimedBy`, `startedAt`, sent with the seen resourceVersion.
 pub async fn claim(
     api: &Api<Plan>,
     plan: &Plan,
@@ -59,7 +68,7 @@ pub async fn claim(
     if !claimable(status.phase) {
         return Ok(Claim::Lost);
     }
-    status.phase = Some(PlanPhase::Claimed);
+    status.phase = Some(claimed_phase(status.phase));
     status.claimed_by = Some(runner.to_owned());
     status.started_at = Some(Time(jiff::Timestamp::now()));
     fenced_update(api, &claimed).await

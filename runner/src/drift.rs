@@ -267,6 +267,12 @@ fn busy(session: &Session, component: &str) -> bool {
                 false
             }
             Some(Stage::Claiming { .. } | Stage::Claimed | Stage::Applying { .. }) => true,
+            // A diff waiting for a person changes nothing live; once approved it will.
+            Some(Stage::Awaiting { .. }) => false,
+            Some(Stage::Released { .. }) => matches!(
+                plan.status.as_ref().and_then(|s| s.phase),
+                Some(PlanPhase::Approved | PlanPhase::Applying)
+            ),
             None => matches!(
                 plan.status.as_ref().and_then(|s| s.phase),
                 Some(

@@ -1,5 +1,8 @@
 //! Executing one claimed Plan: secrets, executor, plan (the real diff), vendor and local
-//! policies, apply, outputs. Every transition is journaled before it is acted on and
+//! policies, then: no changes → `Succeeded` (`NoChanges`, nothing applied); a person must
+//! approve (the install's `prompt` mode, an `approve` policy) → `AwaitingApproval` with
+//! the diff, which is saved by its hash; else apply and outputs. An approved Plan applies
+//! exactly the saved diff, or plans again and asks again if live state moved. Every transition is journaled before it is acted on and
 //! audited; the result is journaled and reported by the reporter, so it survives the
 //! control plane being away and the runner being killed.
 
@@ -8,12 +11,14 @@ use std::time::Duration;
 
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams, Patch, PatchParams};
-use outpost_api::{AuditEventType, EntityKind, Install, Plan, Policy};
+use outpost_api::{
+    ApprovalMode, AuditEventType, EntityKind, Install, Plan, PlanDiff, Policy, Verdict,
+};
 use outpost_policy::{CompiledPolicy, PolicyMeta};
 use serde_json::{Value, json};
 
 use crate::audit::Subject;
-use crate::executor::{Applied, Diff, StepContext};
+use crate::executor::{Applied, Diff, Executor, Moved, StepContext};
 use crate::executors::executor_type;
 use crate::journal::Stage;
 use crate::secrets::{SecretSource, SecretsManagerSecrets};
@@ -26,13 +31,39 @@ pub const INTERRUPTED: &str = "interrupted during apply; re-plan required";
 /// Where execution starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resume {
-    /// Claimed, nothing applied: plan and apply.
+    /// Claimed from `Ready`, nothing applied: plan, then apply or ask a person.
     Claimed,
+    /// Claimed from `Approved` (phase `Applying`), nothing applied: apply the saved diff a
+    /// person approved if live state has not moved, else plan again and ask again.
+    Approved,
     /// The runner died during apply: re-plan; apply only if nothing is left to change.
     Interrupted,
 }
 
-/// Runs the Plan to a journaled result (`applied` or `failed`) and wakes the reporter.
+/// The reason of a Plan that succeeded without applying anything: its diff was empty.
+pub const NO_CHANGES: &str = "NoChanges";
+/// The reason of a Plan that asks again: live state moved after the approval (or the
+/// approved diff is gone), so the runner planned again.
+pub const REPLANNED: &str = "Replanned";
+
+/// How a Plan's execution ended, short of failing.
+enum Outcome {
+    /// Applied (or nothing to apply: reason `NoChanges`).
+    Applied {
+        outputs: BTreeMap<String, Value>,
+        log: String,
+        diff: Option<PlanDiff>,
+        reason: Option<String>,
+    },
+    /// The diff waits for a person's approval.
+    Awaiting {
+        diff: PlanDiff,
+        reason: Option<String>,
+    },
+}
+
+/// Runs the Plan to a journaled result (`applied`, `failed` or `awaiting`) and wakes the
+/// reporter.
 pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
     let name = plan.name_any();
     let uid = plan.uid().unwrap_or_default();
@@ -50,20 +81,37 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
     let held = session.masks.hold();
     let audited = match resume {
         Resume::Interrupted => audited_outputs(session, &name),
-        Resume::Claimed => None,
+        Resume::Claimed | Resume::Approved => None,
     };
     let result = match audited {
         Some(outputs) => {
             tracing::info!(plan = %name, "the apply had completed and was audited before the runner stopped");
             // Its printed output went with the process; the outputs are in the audit log.
-            Ok((outputs, String::new()))
+            Ok(Outcome::Applied {
+                outputs,
+                log: String::new(),
+                diff: None,
+                reason: None,
+            })
         }
-        None => run(session, &plan, resume, &subject, &held)
-            .await
-            .map(|applied| (applied.outputs, applied.log)),
+        None => run(session, &plan, resume, &subject, &held).await,
     };
     let stage = match result {
-        Ok((outputs, log)) => Stage::Applied { outputs, log },
+        Ok(Outcome::Applied {
+            outputs,
+            log,
+            diff,
+            reason,
+        }) => Stage::Applied {
+            outputs,
+            log,
+            diff: diff.map(Box::new),
+            reason,
+        },
+        Ok(Outcome::Awaiting { diff, reason }) => Stage::Awaiting {
+            diff: Box::new(diff),
+            reason,
+        },
         Err(Failure { message, refused }) => {
             let type_ = if refused {
                 AuditEventType::Refuse
@@ -134,7 +182,7 @@ async fn run(
     resume: Resume,
     subject: &Subject,
     held: &crate::mask::Held<'_>,
-) -> Result<Applied, Failure> {
+) -> Result<Outcome, Failure> {
     let name = plan.name_any();
     let uid = plan.uid().unwrap_or_default();
     let type_name = executor_type(plan).map_err(refused)?;
@@ -167,51 +215,216 @@ async fn run(
         env,
         timeout: timeout(plan),
     };
-    let vendor = read_vendor_policies(session).await?;
-    set_running(session, &name).await;
+    let (vendor, prompt) = read_vendor_policies(session).await?;
+
+    let mut replanned = false;
+    if resume == Resume::Approved {
+        match apply_approved(session, plan, executor.as_ref(), &ctx, &type_name, subject).await? {
+            Some(outcome) => return Ok(outcome),
+            None => replanned = true,
+        }
+    } else {
+        set_planning(session, &name).await;
+    }
 
     let diff = tokio::time::timeout(ctx.timeout, executor.plan(&ctx))
         .await
         .map_err(|_| failed(format!("plan timed out after {:?}", ctx.timeout)))?
         .map_err(|e| failed(format!("plan failed: {e:#}")))?;
+    let mut plan_diff = crate::plan_diff::plan_diff(&diff);
     session.audit(
         AuditEventType::Plan,
         subject.clone(),
-        json!({"executor": type_name, "summary": diff.summary, "changes": diff.changes}),
+        json!({"executor": type_name, "summary": diff.summary, "changes": diff.changes,
+               "diffHash": plan_diff.hash, "replanned": replanned}),
     );
     if resume == Resume::Interrupted && diff.changes {
         return Err(failed(INTERRUPTED));
     }
-    vendor_policies(session, vendor, &diff, subject)?;
-    local_policies(session, &diff, subject)?;
+    plan_diff.verdicts = vendor_policies(session, vendor, &diff, subject)?;
+    plan_diff
+        .verdicts
+        .extend(local_policies(session, &diff, subject)?);
 
+    if !diff.changes {
+        // Nothing to apply, on any install: the Plan succeeds without applying.
+        let current = tokio::time::timeout(ctx.timeout, executor.unchanged(&ctx, &diff))
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "reading live state timed out after {:?}",
+                    ctx.timeout
+                ))
+            })?
+            .map_err(|e| failed(format!("reading live state failed: {e:#}")))?;
+        record_outputs(session, plan, &ctx, &type_name, &current, subject);
+        return Ok(Outcome::Applied {
+            outputs: current.outputs,
+            log: current.log,
+            diff: Some(plan_diff),
+            reason: Some(NO_CHANGES.to_owned()),
+        });
+    }
+    let gate_asks = plan
+        .status
+        .as_ref()
+        .is_some_and(|s| s.verdicts.iter().any(|v| v.approval_required));
+    if resume != Resume::Interrupted
+        && (replanned || prompt || gate_asks || plan_diff.approval_required())
+    {
+        save_diff(&ctx, &plan_diff.hash, &diff).map_err(failed)?;
+        session.audit(
+            AuditEventType::Plan,
+            subject.clone(),
+            json!({"awaitingApproval": true, "diffHash": plan_diff.hash}),
+        );
+        return Ok(Outcome::Awaiting {
+            diff: plan_diff,
+            reason: replanned.then(|| REPLANNED.to_owned()),
+        });
+    }
+    let applied = apply(session, executor.as_ref(), &ctx, &diff, resume, subject).await?;
+    record_outputs(session, plan, &ctx, &type_name, &applied, subject);
+    Ok(Outcome::Applied {
+        outputs: applied.outputs,
+        log: applied.log,
+        diff: Some(plan_diff),
+        reason: None,
+    })
+}
+
+/// Applies the saved diff a person approved, if it is still what live state would get:
+/// `None` when it is gone, of another hash, or live state moved (nothing was applied;
+/// the caller plans again and asks again).
+async fn apply_approved(
+    session: &Session,
+    plan: &Plan,
+    executor: &dyn Executor,
+    ctx: &StepContext,
+    type_name: &str,
+    subject: &Subject,
+) -> Result<Option<Outcome>, Failure> {
+    let status = plan.status.as_ref();
+    let approved = status
+        .and_then(|s| s.approval.as_ref())
+        .and_then(|a| a.diff_hash.clone());
+    let shown = status.and_then(|s| s.diff.clone());
+    let why_not = |reason: String| {
+        tracing::info!(plan = %ctx.plan, %reason, "not applying the approved diff; planning again");
+        session.audit(
+            AuditEventType::Plan,
+            subject.clone(),
+            json!({"approvedDiff": approved, "applied": false, "reason": reason}),
+        );
+        Ok(None)
+    };
+    let (Some(approved), Some(shown)) = (approved.clone(), shown) else {
+        return why_not("the approval names no diff".into());
+    };
+    if shown.hash != approved {
+        return why_not(format!(
+            "the approval is of {approved}, the Plan shows {}",
+            shown.hash
+        ));
+    }
+    let Some(saved) = load_diff(ctx, &approved) else {
+        return why_not(format!("the approved diff {approved} is not saved here"));
+    };
+    match executor.moved(ctx, &saved).await {
+        Ok(None) => {}
+        Ok(Some(moved)) => return why_not(moved.to_string()),
+        Err(e) => return Err(failed(format!("cannot read live state: {e:#}"))),
+    }
+    match apply(session, executor, ctx, &saved, Resume::Approved, subject).await {
+        Ok(applied) => {
+            forget_diff(ctx, &approved);
+            record_outputs(session, plan, ctx, type_name, &applied, subject);
+            Ok(Some(Outcome::Applied {
+                outputs: applied.outputs,
+                log: applied.log,
+                diff: Some(shown),
+                reason: None,
+            }))
+        }
+        Err(ApplyError::Moved(moved)) => {
+            forget_diff(ctx, &approved);
+            why_not(moved.to_string())
+        }
+        Err(ApplyError::Failed(failure)) => Err(failure),
+    }
+}
+
+/// Why an apply did not complete.
+enum ApplyError {
+    /// Live state moved since planning; nothing was applied.
+    Moved(Moved),
+    /// It failed.
+    Failed(Failure),
+}
+
+impl From<ApplyError> for Failure {
+    fn from(e: ApplyError) -> Self {
+        match e {
+            ApplyError::Moved(moved) => failed(format!("apply failed: {moved}")),
+            ApplyError::Failed(failure) => failure,
+        }
+    }
+}
+
+/// Journals `applying`, then applies `diff` and audits it.
+async fn apply(
+    session: &Session,
+    executor: &dyn Executor,
+    ctx: &StepContext,
+    diff: &Diff,
+    resume: Resume,
+    subject: &Subject,
+) -> Result<Applied, ApplyError> {
     session
         .journal
         .lock()
         .expect("journal lock is never poisoned")
         .record(
-            &name,
-            &uid,
+            &ctx.plan,
+            &ctx.plan_uid,
             Stage::Applying {
                 summary: diff.summary.clone(),
             },
         )
         .expect("the journal in the state dir is writable");
-    let applied = tokio::time::timeout(ctx.timeout, executor.apply(&ctx, &diff))
+    let applied = tokio::time::timeout(ctx.timeout, executor.apply(ctx, diff))
         .await
-        .map_err(|_| failed(format!("apply timed out after {:?}", ctx.timeout)))?
-        .map_err(|e| failed(format!("apply failed: {e:#}")))?;
+        .map_err(|_| {
+            ApplyError::Failed(failed(format!("apply timed out after {:?}", ctx.timeout)))
+        })?
+        .map_err(|e| match e.downcast::<Moved>() {
+            Ok(moved) => ApplyError::Moved(moved),
+            Err(e) => ApplyError::Failed(failed(format!("apply failed: {e:#}"))),
+        })?;
     let mut details = applied.audit.clone();
     details.extend([
         ("summary".to_owned(), json!(diff.summary)),
         ("changes".to_owned(), json!(diff.changes)),
         ("resumed".to_owned(), json!(resume == Resume::Interrupted)),
+        ("approved".to_owned(), json!(resume == Resume::Approved)),
     ]);
     session.audit(
         AuditEventType::Apply,
         subject.clone(),
         Value::Object(details),
     );
+    Ok(applied)
+}
+
+/// Audits the outputs and records the drift baseline of an applied (or unchanged) step.
+fn record_outputs(
+    session: &Session,
+    plan: &Plan,
+    ctx: &StepContext,
+    type_name: &str,
+    applied: &Applied,
+    subject: &Subject,
+) {
     session.audit(
         AuditEventType::Outputs,
         subject.clone(),
@@ -220,9 +433,37 @@ async fn run(
     if plan.spec.entity.kind == EntityKind::Component {
         session
             .drift
-            .record_step(&ctx, &type_name, &applied, subject.role.as_deref());
+            .record_step(ctx, type_name, applied, subject.role.as_deref());
     }
-    Ok(applied)
+}
+
+/// Where the executor's diff waiting for a person is kept: the entity's work dir, by hash.
+fn saved_diff_path(ctx: &StepContext, hash: &str) -> std::path::PathBuf {
+    let hex = hash.trim_start_matches("sha256:");
+    ctx.work_dir.join("approvals").join(format!("{hex}.json"))
+}
+
+fn save_diff(ctx: &StepContext, hash: &str, diff: &Diff) -> Result<(), String> {
+    let path = saved_diff_path(ctx, hash);
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(path.parent().unwrap_or(&ctx.work_dir))?;
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec(diff)?)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    };
+    write().map_err(|e| format!("cannot save the diff to {}: {e}", path.display()))
+}
+
+/// The saved diff of `hash`, if it is here and still hashes to it.
+fn load_diff(ctx: &StepContext, hash: &str) -> Option<Diff> {
+    let bytes = std::fs::read(saved_diff_path(ctx, hash)).ok()?;
+    let diff: Diff = serde_json::from_slice(&bytes).ok()?;
+    (crate::plan_diff::hash(&diff) == hash).then_some(diff)
+}
+
+fn forget_diff(ctx: &StepContext, hash: &str) {
+    let _ = std::fs::remove_file(saved_diff_path(ctx, hash));
 }
 
 /// The executor's environment for a Plan's role, and where the Plan's secrets are read
@@ -308,7 +549,11 @@ pub(crate) fn role_secrets(
 /// control plane's gate does. Read right after the claim, while the control plane was
 /// just reachable; when it is not, the last list read is used, and if none was ever read
 /// the Plan fails closed. An install object that is gone selects no policy.
-async fn read_vendor_policies(session: &Session) -> Result<Vec<Policy>, Failure> {
+///
+/// Also says whether the install asks a person to approve every diff (`approvalMode:
+/// prompt`); when the install cannot be read now, it is taken to (a person is asked
+/// rather than nobody).
+async fn read_vendor_policies(session: &Session) -> Result<(Vec<Policy>, bool), Failure> {
     let client = session.plans.clone().into_client();
     let installs = Api::<Install>::namespaced(client.clone(), &session.namespace);
     let all = Api::<Policy>::namespaced(client, &session.namespace);
@@ -316,21 +561,24 @@ async fn read_vendor_policies(session: &Session) -> Result<Vec<Policy>, Failure>
     let read = async {
         let Some(install) = crate::retry::retry(2, || installs.get_opt(&session.install)).await?
         else {
-            return Ok(Vec::new());
+            // Gone since the gate passed the Plan (which it does only for an existing
+            // install): no policy selects it, and no mode asks for a person.
+            return Ok((Vec::new(), false));
         };
         let policies = crate::retry::retry(2, || all.list(&every)).await?;
-        Ok::<_, kube_client::Error>(
+        Ok::<_, kube_client::Error>((
             policies
                 .items
                 .into_iter()
                 .filter(|p| outpost_policy::applies_to_install(p, &install))
                 .collect::<Vec<_>>(),
-        )
+            install.spec.approval_mode() == ApprovalMode::Prompt,
+        ))
     };
     match read.await {
-        Ok(policies) => {
+        Ok((policies, prompt)) => {
             *session.vendor_policies.lock().expect("not poisoned") = Some(policies.clone());
-            Ok(policies)
+            Ok((policies, prompt))
         }
         Err(e) => match session
             .vendor_policies
@@ -340,7 +588,7 @@ async fn read_vendor_policies(session: &Session) -> Result<Vec<Policy>, Failure>
         {
             Some(policies) => {
                 tracing::warn!(error = %e, "cannot read the vendor policies; using the last read");
-                Ok(policies)
+                Ok((policies, true))
             }
             None => Err(refused(format!(
                 "the install's vendor policies cannot be read to check the real diff, so \
@@ -351,19 +599,20 @@ async fn read_vendor_policies(session: &Session) -> Result<Vec<Policy>, Failure>
 }
 
 /// Evaluates the vendor policies on the real diff too: the gate saw only the desired
-/// state (a terraform plan, for one, exists only here). A deny fails the Plan.
+/// state (a terraform plan, for one, exists only here). A deny fails the Plan; the
+/// verdicts (an `approve` policy's asks a person) go with the diff.
 fn vendor_policies(
     session: &Session,
     policies: Vec<Policy>,
     diff: &Diff,
     subject: &Subject,
-) -> Result<(), Failure> {
+) -> Result<Vec<Verdict>, Failure> {
     let policies: Vec<Policy> = policies
         .into_iter()
         .filter(|p| p.spec.inputs.contains(&diff.input))
         .collect();
     if policies.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut compiled = Vec::new();
     let mut denials = Vec::new();
@@ -392,7 +641,7 @@ fn vendor_policies(
             .map(|v| format!("{}: {}", v.policy, v.denials.join("; "))),
     );
     if denials.is_empty() {
-        Ok(())
+        Ok(verdicts.into_iter().map(Verdict::from).collect())
     } else {
         Err(refused(format!(
             "denied by vendor policy on the real diff {}",
@@ -401,10 +650,15 @@ fn vendor_policies(
     }
 }
 
-/// Evaluates the local policies (if any) on the real diff; a deny fails the Plan.
-fn local_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(), Failure> {
+/// Evaluates the local policies (if any) on the real diff; a deny fails the Plan. The
+/// verdicts go with the diff, marked `local`.
+fn local_policies(
+    session: &Session,
+    diff: &Diff,
+    subject: &Subject,
+) -> Result<Vec<Verdict>, Failure> {
     let Some(dir) = &session.args.policies else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     // Read on every Plan: the customer may change them without restarting the runner.
     let verdicts = match crate::local_policy::load(dir) {
@@ -431,7 +685,13 @@ fn local_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(
         .map(|v| format!("{}: {}", v.policy, v.denials.join("; ")))
         .collect();
     if denials.is_empty() {
-        Ok(())
+        Ok(verdicts
+            .into_iter()
+            .map(|v| Verdict {
+                local: true,
+                ..Verdict::from(v)
+            })
+            .collect())
     } else {
         Err(refused(format!(
             "denied by local policy {}",
@@ -440,9 +700,9 @@ fn local_policies(session: &Session, diff: &Diff, subject: &Subject) -> Result<(
     }
 }
 
-/// Best effort: tells the control plane the Plan is running. The runner goes on
-/// without it (the final phase follows through the reporter).
-async fn set_running(session: &Session, name: &str) {
+/// Best effort: tells the control plane the runner is planning. The runner goes on
+/// without it (the next phase follows through the reporter).
+async fn set_planning(session: &Session, name: &str) {
     let patch = Patch::Merge(json!({"status": {"phase": "Planning"}}));
     let params = PatchParams::default();
     let result = crate::retry::retry(2, || session.plans.patch_status(name, &params, &patch)).await;

@@ -8,6 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 
+use outpost_api::PlanDiff;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -30,18 +31,40 @@ pub enum Stage {
         /// The diff summary that was approved by the local policies.
         summary: String,
     },
-    /// Apply finished with these outputs; not yet reported.
+    /// Apply finished with these outputs (or the diff had no changes: nothing was
+    /// applied, reason `NoChanges`); not yet reported.
     Applied {
         /// The outputs to report.
         outputs: BTreeMap<String, Value>,
         /// What the executor printed (reported as `status.log`).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         log: String,
+        /// The real diff, reported with the result (`status.diff`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<Box<PlanDiff>>,
+        /// `NoChanges` when nothing was applied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// The Plan failed locally with this reason; not yet reported.
     Failed {
         /// The reason, reported as `status.message`.
         message: String,
+    },
+    /// The diff needs a person's approval; the executor's diff is saved in the entity's
+    /// work dir under its hash. `AwaitingApproval` with the diff is not yet reported.
+    Awaiting {
+        /// The diff to report.
+        diff: Box<PlanDiff>,
+        /// `Replanned` when live state moved after an approval.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// `AwaitingApproval` is on the control plane and the claim released: the runner
+    /// takes the Plan again once it is `Approved` (of `diff_hash`, saved in the work dir).
+    Released {
+        /// The hash of the saved diff.
+        diff_hash: String,
     },
     /// The final phase is on the control plane. Nothing more to do.
     Reported,
@@ -60,9 +83,20 @@ impl Stage {
             Stage::Applying { summary } => Stage::Applying {
                 summary: masker.mask(&summary),
             },
-            Stage::Applied { outputs, log } => Stage::Applied {
+            Stage::Applied {
+                outputs,
+                log,
+                diff,
+                reason,
+            } => Stage::Applied {
                 outputs: masker.mask_map(&outputs),
                 log: masker.mask(&log),
+                diff: diff.map(|d| mask_diff(masker, d)),
+                reason,
+            },
+            Stage::Awaiting { diff, reason } => Stage::Awaiting {
+                diff: mask_diff(masker, diff),
+                reason,
             },
             Stage::Failed { message } => Stage::Failed {
                 message: masker.mask(&message),
@@ -70,6 +104,16 @@ impl Stage {
             other => other,
         }
     }
+}
+
+/// `diff` with every secret value masked in its text (addresses, fields, verdict
+/// messages); its hash stays, so that an approval still binds to what will be applied.
+fn mask_diff(masker: &crate::mask::Masker, diff: Box<PlanDiff>) -> Box<PlanDiff> {
+    let value = serde_json::to_value(&*diff).expect("a PlanDiff is JSON");
+    let mut masked: PlanDiff = serde_json::from_value(masker.mask_json(&value))
+        .expect("masking changes only the text of strings");
+    masked.hash = diff.hash;
+    Box::new(masked)
 }
 
 /// One journal line.
@@ -170,12 +214,18 @@ impl Journal {
         self.latest.get(uid).map(|(_, r)| &r.stage)
     }
 
-    /// Plans not yet `Reported` (nor `Lost`), in the order the runner first touched them.
+    /// Plans not yet `Reported` (nor `Lost`, nor `Released` to a person's decision), in
+    /// the order the runner first touched them.
     pub fn unfinished(&self) -> Vec<Record> {
         let mut open: Vec<&(usize, Record)> = self
             .latest
             .values()
-            .filter(|(_, r)| !matches!(r.stage, Stage::Reported | Stage::Lost))
+            .filter(|(_, r)| {
+                !matches!(
+                    r.stage,
+                    Stage::Reported | Stage::Lost | Stage::Released { .. }
+                )
+            })
             .collect();
         open.sort_by_key(|(order, _)| *order);
         open.into_iter().map(|(_, r)| r.clone()).collect()
@@ -215,6 +265,8 @@ mod tests {
                     Stage::Applied {
                         outputs,
                         log: String::new(),
+                        diff: None,
+                        reason: None,
                     },
                 )
                 .unwrap();

@@ -21,6 +21,7 @@ pub mod identity;
 pub mod journal;
 pub mod local_policy;
 pub mod mask;
+pub mod plan_diff;
 pub mod report;
 pub mod retry;
 pub mod secrets;

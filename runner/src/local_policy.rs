@@ -15,7 +15,8 @@
 //!
 //! * `inputs` (required): the input kinds (`kubernetes`, `terraform`, `images`, `plan`,
 //!   `drift`) the policy is evaluated on, comma- or space-separated;
-//! * `enforcement` (optional): `deny` (default) or `warn`.
+//! * `enforcement` (optional): `deny` (default), `warn`, or `approve` (a `deny` result
+//!   asks a person to approve the diff instead of denying it).
 //!
 //! Verdicts are named `local/<file name without .rego>`. Files are loaded in name
 //! order; other files and subdirectories are ignored. Any file that does not compile
@@ -128,7 +129,7 @@ fn compile_file(file: &str, module: &str) -> Result<(PolicyMeta, CompiledPolicy)
             "enforcement" => {
                 enforcement = serde_json::from_value(value.trim().into()).map_err(|_| {
                     format!(
-                        "{}: enforcement {:?} must be deny or warn",
+                        "{}: enforcement {:?} must be deny, warn or approve",
                         at(value.trim()),
                         value.trim()
                     )
@@ -230,6 +231,8 @@ deny contains "no team label" if not input.metadata.labels.team
             document,
             summary: String::new(),
             changes: true,
+            resources: None,
+            basis: serde_json::Value::Null,
         }
     }
 

@@ -118,9 +118,24 @@ fn held_maskers_apply_until_let_go() {
 fn journaled_results_are_masked_before_they_are_reported() {
     use crate::journal::Stage;
     let masker = masker();
+    let diff = |after: &str| {
+        let mut diff = outpost_api::PlanDiff::new(format!("sha256:{}", "a".repeat(64)), 0, 1, 0);
+        diff.resources.push(outpost_api::ResourceChange {
+            address: "terraform_data.db".to_owned(),
+            action: outpost_api::ChangeAction::Update,
+            fields: vec![outpost_api::FieldChange {
+                path: "input".to_owned(),
+                before: None,
+                after: Some(after.to_owned()),
+            }],
+        });
+        Box::new(diff)
+    };
     let applied = Stage::Applied {
         outputs: BTreeMap::from([("dsn".to_owned(), json!(format!("pg://u:{SECRET}@db")))]),
         log: format!("== step x ==\n{SECRET}\n"),
+        diff: Some(diff(&format!("\"{SECRET}\""))),
+        reason: None,
     }
     .masked(&masker);
     assert_eq!(
@@ -128,7 +143,22 @@ fn journaled_results_are_masked_before_they_are_reported() {
         Stage::Applied {
             outputs: BTreeMap::from([("dsn".to_owned(), json!("pg://u:***@db"))]),
             log: "== step x ==\n***\n".to_owned(),
+            diff: Some(diff("\"***\"")),
+            reason: None,
         }
+    );
+    let awaiting = Stage::Awaiting {
+        diff: diff(&format!("\"{SECRET}\"")),
+        reason: None,
+    }
+    .masked(&masker);
+    assert_eq!(
+        awaiting,
+        Stage::Awaiting {
+            diff: diff("\"***\""),
+            reason: None
+        },
+        "a diff waiting for approval shows no secret, and keeps its hash"
     );
     let failed = Stage::Failed {
         message: format!("apply failed: bad password {SECRET}"),

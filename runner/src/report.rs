@@ -1,5 +1,6 @@
 //! What the runner owes the control plane, delivered whenever it is reachable: final
-//! Plan phases (from the journal: `applied` or `failed` but not yet `reported`) and
+//! Plan phases and `AwaitingApproval` with the diff (from the journal: `applied`,
+//! `failed` or `awaiting` but not yet `reported` or `released`) and
 //! audit events (from the local audit log, past what was shipped). While the control
 //! plane is down both stay buffered in the state dir, and a restarted runner delivers
 //! them too.
@@ -32,30 +33,64 @@ pub async fn report_plans(session: Arc<Session>) {
             .expect("journal lock is never poisoned")
             .unfinished()
             .into_iter()
-            .filter(|r| matches!(r.stage, Stage::Applied { .. } | Stage::Failed { .. }))
+            .filter(|r| {
+                matches!(
+                    r.stage,
+                    Stage::Applied { .. } | Stage::Failed { .. } | Stage::Awaiting { .. }
+                )
+            })
             .collect();
         for record in owed {
-            let (phase, message, outputs, log) = match &record.stage {
-                Stage::Applied { outputs, log } => (
-                    PlanPhase::Succeeded,
-                    None,
-                    outputs.clone(),
-                    (!log.is_empty()).then(|| log.clone()),
-                ),
+            let (status, next) = match &record.stage {
+                Stage::Applied {
+                    outputs,
+                    log,
+                    diff,
+                    reason,
+                } => {
+                    let mut status = json!({
+                        "phase": PlanPhase::Succeeded,
+                        "finishedAt": Time(jiff::Timestamp::now()),
+                        "message": null,
+                        "outputs": outputs,
+                        "log": (!log.is_empty()).then(|| log.clone()),
+                        "reason": reason,
+                    });
+                    if let Some(diff) = diff {
+                        status["diff"] = json!(diff);
+                    }
+                    (status, Stage::Reported)
+                }
                 Stage::Failed { message } => (
-                    PlanPhase::Failed,
-                    Some(message.clone()),
-                    BTreeMap::new(),
-                    None,
+                    json!({
+                        "phase": PlanPhase::Failed,
+                        "finishedAt": Time(jiff::Timestamp::now()),
+                        "message": message,
+                        "outputs": BTreeMap::<String, Value>::new(),
+                        "log": null,
+                    }),
+                    Stage::Reported,
+                ),
+                // One write: the diff with the phase, the claim released.
+                Stage::Awaiting { diff, reason } => (
+                    json!({
+                        "phase": PlanPhase::AwaitingApproval,
+                        "diff": diff,
+                        "reason": reason,
+                        "message": null,
+                    }),
+                    Stage::Released {
+                        diff_hash: diff.hash.clone(),
+                    },
                 ),
                 _ => unreachable!("filtered above"),
             };
-            match report_phase(&session, &record.plan, phase, message, outputs, log).await {
+            match report_phase(&session, &record.plan, status).await {
                 Ok(()) => session
                     .journal
                     .lock()
                     .expect("journal lock is never poisoned")
-                    .record(&record.plan, &record.uid, Stage::Reported)
+                    .record(&record.plan, &record.uid, next)
                     .expect("the journal in the state dir is writable"),
                 Err(e) => {
                     tracing::warn!(plan = %record.plan, error = %e, "cannot report; will retry");
@@ -67,23 +102,14 @@ pub async fn report_plans(session: Arc<Session>) {
     }
 }
 
-/// Sets a claimed Plan's final phase. A Plan that is gone or already final counts as
-/// reported.
+/// Sets a claimed Plan's final phase (or `AwaitingApproval`) with `status`. A Plan that
+/// is gone counts as reported.
 async fn report_phase(
     session: &Session,
     plan: &str,
-    phase: PlanPhase,
-    message: Option<String>,
-    outputs: BTreeMap<String, Value>,
-    log: Option<String>,
+    status: Value,
 ) -> Result<(), kube_client::Error> {
-    let patch = Patch::Merge(json!({"status": {
-        "phase": phase,
-        "finishedAt": Time(jiff::Timestamp::now()),
-        "message": message,
-        "outputs": outputs,
-        "log": log,
-    }}));
+    let patch = Patch::Merge(json!({ "status": status }));
     let params = PatchParams::default();
     let result = crate::retry::retry(3, || session.plans.patch_status(plan, &params, &patch)).await;
     match result {

@@ -1,5 +1,6 @@
-//! The worker: recovers what the journal says was in flight, then takes approved Plans
-//! one at a time, in the order they were approved, as the watch reports them.
+//! The worker: recovers what the journal says was in flight, then takes claimable Plans
+//! (`Ready`, or `Approved` by a person) one at a time, in the order they were approved,
+//! as the watch reports them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,9 +53,10 @@ fn record(session: &Session, plan: &Plan, stage: Stage) {
         .expect("the journal in the state dir is writable");
 }
 
-/// The first approved Plan (by approval time, then creation, then name) that this
-/// runner has not handled. A Plan whose claim may or may not have been sent
-/// (`claiming`) and that is still approved is tried again.
+/// The first claimable Plan (`Ready`, or `Approved` by a person; by approval time, then
+/// creation, then name) that this runner has not handled. A Plan whose claim may or may
+/// not have been sent (`claiming`) and that is still claimable is tried again; one
+/// released to a person (`released`) is taken again once approved.
 fn next_approved(session: &Session) -> Option<Plan> {
     let mut approved: Vec<Arc<Plan>> = session
         .store
@@ -65,7 +67,7 @@ fn next_approved(session: &Session) -> Option<Plan> {
         .filter(|p| {
             matches!(
                 journal_stage(session, &p.uid().unwrap_or_default()),
-                None | Some(Stage::Claiming { .. })
+                None | Some(Stage::Claiming { .. } | Stage::Released { .. })
             )
         })
         .collect();
@@ -132,7 +134,8 @@ async fn take(session: &Session, plan: &Plan) {
             (Ok(Claim::Won(claimed)), None) => {
                 record(session, &plan, Stage::Claimed);
                 session.audit(AuditEventType::Claim, subject(&plan), json!({}));
-                execute(session, *claimed, Resume::Claimed).await;
+                let resume = resume_of(&claimed);
+                execute(session, *claimed, resume).await;
                 return;
             }
             (Ok(Claim::Lost), _) => get(session, &name).await,
@@ -151,7 +154,8 @@ async fn take(session: &Session, plan: &Plan) {
             (Some(current), None) if ours(session, &current) => {
                 record(session, &current, Stage::Claimed);
                 session.audit(AuditEventType::Claim, subject(&current), json!({}));
-                execute(session, current, Resume::Claimed).await;
+                let resume = resume_of(&current);
+                execute(session, current, resume).await;
                 return;
             }
             (Some(current), Some(reason)) if refused_by_us(session, &current, reason) => {
@@ -167,6 +171,15 @@ async fn take(session: &Session, plan: &Plan) {
         }
         record(session, &plan, Stage::Lost);
         return;
+    }
+}
+
+/// Where a claimed Plan starts: claimed from `Approved` (now `Applying`, nothing applied
+/// yet), it applies the approved diff; claimed from `Ready`, it plans.
+fn resume_of(plan: &Plan) -> Resume {
+    match phase(plan) {
+        Some(PlanPhase::Applying) => Resume::Approved,
+        _ => Resume::Claimed,
     }
 }
 
@@ -193,7 +206,9 @@ fn ours(session: &Session, plan: &Plan) -> bool {
     plan.status.as_ref().and_then(|s| s.claimed_by.as_deref()) == Some(session.name.as_str())
         && matches!(
             phase(plan),
-            Some(PlanPhase::Claimed | PlanPhase::Planning | PlanPhase::Applying)
+            Some(
+                PlanPhase::Claimed | PlanPhase::Planning | PlanPhase::Planned | PlanPhase::Applying
+            )
         )
 }
 
@@ -215,10 +230,11 @@ async fn get(session: &Session, name: &str) -> Option<Plan> {
 ///
 /// | last stage | what the runner does |
 /// |---|---|
-/// | `claiming` | if the Plan is claimed by this runner, runs it; if still approved, claims it again; else nothing |
-/// | `claimed` | plans and applies (nothing was applied yet) |
+/// | `claiming` | if the Plan is claimed by this runner, runs it; if still claimable, claims it again; else nothing |
+/// | `claimed` | nothing was applied yet: plans (claimed from `Ready`) or applies the approved diff (claimed from `Approved`, phase `Applying`) |
 /// | `applying` | re-plans: no changes → the apply had finished, report outputs; changes → fail "interrupted during apply; re-plan required" |
-/// | `applied` / `failed` | reports (the reporter does this) |
+/// | `applied` / `failed` / `awaiting` | reports (the reporter does this) |
+/// | `released` | nothing: the worker takes the Plan again once it is approved |
 async fn recover(session: &Session) {
     let unfinished = session
         .journal
@@ -226,10 +242,9 @@ async fn recover(session: &Session) {
         .expect("journal lock is never poisoned")
         .unfinished();
     for entry in unfinished {
-        let resume = match entry.stage {
-            Stage::Claiming { .. } => Resume::Claimed,
-            Stage::Claimed => Resume::Claimed,
-            Stage::Applying { .. } => Resume::Interrupted,
+        let interrupted = match entry.stage {
+            Stage::Claiming { .. } | Stage::Claimed => false,
+            Stage::Applying { .. } => true,
             _ => continue,
         };
         let Some(plan) = get(session, &entry.plan).await else {
@@ -264,6 +279,11 @@ async fn recover(session: &Session) {
             record(session, &plan, Stage::Claimed);
             session.audit(AuditEventType::Claim, subject(&plan), json!({}));
         }
+        let resume = if interrupted {
+            Resume::Interrupted
+        } else {
+            resume_of(&plan)
+        };
         execute(session, plan, resume).await;
     }
 }

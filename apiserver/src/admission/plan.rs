@@ -61,6 +61,19 @@ fn status_map(object: &Value) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// Whether a status field is unchanged; a field left out and one that is empty (`null`,
+/// `[]`, `{}`) are the same: a client that serialises its typed status skips empty
+/// fields another writer stored as `[]`.
+fn same_field(old: Option<&Value>, new: Option<&Value>) -> bool {
+    let empty = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => true,
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Object(o)) => o.is_empty(),
+        _ => false,
+    };
+    old == new || (empty(old) && empty(new))
+}
+
 fn typed_status(status: &Map<String, Value>) -> Result<PlanStatus, Refusal> {
     serde_json::from_value(Value::Object(status.clone()))
         .map_err(|err| Refusal::Invalid(FieldError::invalid("status", "", err.to_string())))
@@ -86,7 +99,7 @@ pub fn check_status_write(
         .keys()
         .chain(new_map.keys())
         .map(String::as_str)
-        .filter(|k| old_map.get(*k) != new_map.get(*k))
+        .filter(|k| !same_field(old_map.get(*k), new_map.get(*k)))
         .collect();
     changed.sort_unstable();
     changed.dedup();

@@ -286,7 +286,7 @@ async fn dispatch(
         let seen = shared.sightings_since(started);
         let gated: Vec<String> = seen
             .into_iter()
-            .filter(|(_, s)| s.gated.is_some())
+            .filter(|(_, s)| s.awaiting.is_some())
             .map(|(name, _)| name)
             .collect();
         if gated.len() >= samples {
@@ -311,16 +311,8 @@ async fn dispatch(
             "plan {name} is {:?}, not awaiting approval",
             status.phase
         );
-        let hash = status.diff.map(|d| d.hash).unwrap_or_default();
-        let decision = json!({"decision": "approve", "diffHash": hash});
         let at = Instant::now();
-        plans
-            .patch_subresource(
-                "approval",
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(decision),
-            )
+        approve(&plans, &plan)
             .await
             .with_context(|| format!("approving {name}"))?;
         sent.push((name, at));
@@ -348,4 +340,23 @@ async fn dispatch(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Approves the diff an `AwaitingApproval` Plan shows, as a person would: bound to its
+/// content hash and `status.diff.hash`. The one place the bench approves.
+async fn approve(plans: &Api<Plan>, plan: &Plan) -> Result<Plan, kube_client::Error> {
+    let hash = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.diff.as_ref())
+        .map(|d| d.hash.clone())
+        .unwrap_or_default();
+    plans
+        .patch_subresource(
+            "approval",
+            plan.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"decision": "approve", "diffHash": hash})),
+        )
+        .await
 }

@@ -3,9 +3,10 @@
 //! `outpost runner` has. Each client speaks HTTP/2 over one connection of its own (h2c:
 //! the bench server is plain HTTP on loopback), so the watch and the calls share it: one
 //! file descriptor per runner on each end instead of two, which is what lets 10,000
-//! runners fit under a 20,000 open-files limit. Each claims an approved Plan with the real
-//! runner's fenced claim and at once reports it succeeded: they stand in for the
-//! runner's session, not for its executors.
+//! runners fit under a 20,000 open-files limit. Each claims a `Ready` Plan with the real
+//! runner's fenced claim and at once reports it succeeded with a one-resource diff — or,
+//! on a `prompt` install, posts that diff as `AwaitingApproval` and applies once it is
+//! `Approved`: they stand in for the runner's session, not for its executors.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{Plan, PlanPhase};
+use outpost_api::{ApprovalMode, ChangeAction, Install, Plan, PlanDiff, PlanPhase, ResourceChange};
 use outpost_runner::claim::{Claim, claim, refusal};
 use serde_json::json;
 
@@ -34,6 +35,8 @@ pub struct Sighting {
     pub first: Instant,
     /// The first event past `Pending` (the gate decided).
     pub gated: Option<Instant>,
+    /// The first event in phase `AwaitingApproval` (the runner posted the diff).
+    pub awaiting: Option<Instant>,
     /// The first event in phase `Approved`.
     pub approved: Option<Instant>,
 }
@@ -58,12 +61,16 @@ impl Shared {
         let sighting = sightings.entry(plan.name_any()).or_insert(Sighting {
             first: now,
             gated: None,
+            awaiting: None,
             approved: None,
         });
         if phase.is_some_and(|p| p != PlanPhase::Pending) {
             sighting.gated.get_or_insert(now);
         }
-        if outpost_runner::claim::claimable(phase) {
+        if phase == Some(PlanPhase::AwaitingApproval) {
+            sighting.awaiting.get_or_insert(now);
+        }
+        if phase == Some(PlanPhase::Approved) {
             sighting.approved.get_or_insert(now);
         }
     }
@@ -128,6 +135,7 @@ impl Fleet {
                     let (ready, watching) = tokio::sync::oneshot::channel();
                     let runner = Runner {
                         plans: Api::namespaced(client, namespace),
+                        namespace: namespace.to_owned(),
                         name: format!("bench-runner-{install}"),
                         shared,
                     };
@@ -171,6 +179,7 @@ fn runner_client(url: &str, namespace: &str, token: String) -> anyhow::Result<Cl
 
 struct Runner {
     plans: Api<Plan>,
+    namespace: String,
     name: String,
     shared: Arc<Shared>,
 }
@@ -210,7 +219,18 @@ impl Runner {
             return;
         }
         match claim(&self.plans, &plan, &self.name).await {
-            Ok(Claim::Won(claimed)) => self.succeed(*claimed).await,
+            Ok(Claim::Won(claimed)) => {
+                // Claimed from Ready, the runner plans; on a `prompt` install it then asks
+                // a person (one write, the diff with the phase). Claimed from Approved, it
+                // applies.
+                let planned =
+                    claimed.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Claimed);
+                if planned && self.prompt(&claimed.spec.install).await {
+                    self.ask(*claimed).await;
+                } else {
+                    self.succeed(*claimed).await;
+                }
+            }
             Ok(Claim::Lost) => {
                 self.shared.claims_lost.fetch_add(1, Ordering::Relaxed);
             }
@@ -221,10 +241,49 @@ impl Runner {
         }
     }
 
-    /// Reports a claimed Plan succeeded, fenced by the claim's resourceVersion.
+    /// Whether the install asks a person to approve each diff, as the runner reads it.
+    async fn prompt(&self, install: &str) -> bool {
+        let installs: Api<Install> =
+            Api::namespaced(self.plans.clone().into_client(), self.plans_namespace());
+        match installs.get(install).await {
+            Ok(install) => install.spec.approval_mode() == ApprovalMode::Prompt,
+            Err(err) => {
+                tracing::warn!(error = %err, %install, "reading the install");
+                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
+    fn plans_namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Posts a claimed Plan's (simulated) diff for a person's approval, fenced by the
+    /// claim's resourceVersion: `AwaitingApproval` and the diff in one write.
+    async fn ask(&self, mut plan: Plan) {
+        let name = plan.name_any();
+        let status = plan.status.get_or_insert_with(Default::default);
+        status.phase = Some(PlanPhase::AwaitingApproval);
+        status.diff = Some(simulated_diff(&name));
+        if let Err(err) = self
+            .plans
+            .replace_status(&name, &PostParams::default(), &plan)
+            .await
+        {
+            tracing::warn!(error = %err, plan = %name, "asking for approval");
+            self.shared.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reports a claimed Plan succeeded with its diff, fenced by the claim's
+    /// resourceVersion.
     async fn succeed(&self, mut plan: Plan) {
         let name = plan.name_any();
         let status = plan.status.get_or_insert_with(Default::default);
+        if status.diff.is_none() {
+            status.diff = Some(simulated_diff(&name));
+        }
         status.phase = Some(PlanPhase::Succeeded);
         status.finished_at = Some(Time(jiff::Timestamp::now()));
         status.outputs = [("ok".to_owned(), json!(true))].into();
@@ -250,4 +309,15 @@ impl Runner {
             }
         }
     }
+}
+
+/// The diff a simulated runner reports: one resource to add, hashed by the Plan's name.
+fn simulated_diff(plan: &str) -> PlanDiff {
+    let mut diff = PlanDiff::new(outpost_api::content_hash(&json!({"plan": plan})), 1, 0, 0);
+    diff.resources = vec![ResourceChange {
+        address: "terraform_data.bench".into(),
+        action: ChangeAction::Create,
+        fields: Vec::new(),
+    }];
+    diff
 }

@@ -51,6 +51,8 @@ impl Executor for FileExecutor {
                 document: json!({"entity": ctx.entity, "desired": ctx.desired}),
                 summary: if changes { "1 to write" } else { "no changes" }.into(),
                 changes,
+                resources: None,
+                basis: Value::Null,
             })
         }
         .boxed()

@@ -125,6 +125,8 @@ impl ImageExecutor {
                 document: json!({"images": []}),
                 summary: "images stay in the install's registry".into(),
                 changes: false,
+                resources: None,
+                basis: Value::Null,
             });
         }
         let sync = ImageSync::from_desired(&ctx.desired)?;
@@ -191,6 +193,8 @@ impl ImageExecutor {
                 image.blobs.len()
             ),
             changes: blobs_missing > 0 || manifests_missing > 0 || retag,
+            resources: None,
+            basis: Value::Null,
         })
     }
 

@@ -300,6 +300,8 @@ impl Executor for JobExecutor {
                 document: run.document(ctx),
                 summary: format!("{n} step{} to run", if n == 1 { "" } else { "s" }),
                 changes: n > 0,
+                resources: None,
+                basis: Value::Null,
             })
         })
     }

@@ -29,10 +29,12 @@ use kube_client::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
 use kube_client::discovery::{ApiCapabilities, Scope, pinned_kind};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
-use outpost_api::{ManifestSource, Operation, PolicyInput};
+use outpost_api::{
+    ChangeAction, FieldChange, ManifestSource, Operation, PolicyInput, ResourceChange,
+};
 use serde_json::{Value, json};
 
-use super::{Applied, Diff, Executor, StepContext};
+use super::{Applied, Diff, Executor, Moved, StepContext};
 
 pub mod secret_objects;
 
@@ -286,11 +288,21 @@ impl KubernetesExecutor {
                 document.push(without_secret_data(without_managed_fields(live)));
             }
         }
+        let resources = document
+            .iter()
+            .map(|object| ResourceChange {
+                address: object_address(object),
+                action: ChangeAction::Delete,
+                fields: Vec::new(),
+            })
+            .collect();
         Ok(Diff {
             input: PolicyInput::Kubernetes,
             summary: format!("{} objects: {} to delete", document.len(), document.len()),
             changes: !document.is_empty(),
             document: Value::Array(document),
+            resources: Some(resources),
+            basis: Value::Null,
         })
     }
 
@@ -339,6 +351,8 @@ impl Executor for KubernetesExecutor {
             let (mut create, mut change, mut unchanged) = (0, 0, 0);
             let mut document = Vec::new();
             let mut namespaces = Vec::new();
+            let mut resources = Vec::new();
+            let mut basis = Vec::new();
             // Secrets are compared here, in memory; the diff policies see never has them.
             let secrets = secret_objects::secret_objects(ctx)?;
             let mut stale_secrets = Vec::new();
@@ -346,15 +360,63 @@ impl Executor for KubernetesExecutor {
                 let live = self.live(&self.secret_target(secret).await?).await?;
                 if !secret.is_current(live.as_ref()) {
                     stale_secrets.push(secret.describe());
+                    resources.push(ResourceChange {
+                        address: format!("Secret/{}/{}", secret.namespace, secret.name),
+                        action: if live.is_some() {
+                            ChangeAction::Update
+                        } else {
+                            ChangeAction::Create
+                        },
+                        fields: vec![FieldChange {
+                            path: "data".into(),
+                            before: live.is_some().then(|| crate::plan_diff::SENSITIVE.into()),
+                            after: Some(crate::plan_diff::SENSITIVE.into()),
+                        }],
+                    });
                 }
             }
             for target in self.targets_with(&ctx.desired, &secrets).await? {
                 let live = self.live(&target).await?;
                 let result = self.dry_run(&target).await?;
-                match live {
-                    _ if target.ensured => namespaces.push(target.name.clone()),
-                    None => create += 1,
-                    Some(live) if normalise(&live) != normalise(&result) => change += 1,
+                let address = address(&target);
+                basis.push(json!({
+                    "address": address,
+                    "resourceVersion": live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")),
+                }));
+                match &live {
+                    _ if target.ensured => {
+                        namespaces.push(target.name.clone());
+                        resources.push(ResourceChange {
+                            address,
+                            action: ChangeAction::Create,
+                            fields: Vec::new(),
+                        });
+                    }
+                    None => {
+                        create += 1;
+                        resources.push(ResourceChange {
+                            address,
+                            action: ChangeAction::Create,
+                            fields: Vec::new(),
+                        });
+                    }
+                    Some(live) if normalise(live) != normalise(&result) => {
+                        change += 1;
+                        let secret = target.resource.kind == "Secret";
+                        resources.push(ResourceChange {
+                            address,
+                            action: ChangeAction::Update,
+                            fields: crate::plan_diff::field_changes(
+                                &normalise(live),
+                                &normalise(&result),
+                                &|path: &str| {
+                                    secret
+                                        && (path.starts_with("data")
+                                            || path.starts_with("stringData"))
+                                },
+                            ),
+                        });
+                    }
                     Some(_) => unchanged += 1,
                 }
                 document.push(without_managed_fields(result));
@@ -373,6 +435,8 @@ impl Executor for KubernetesExecutor {
                 input: PolicyInput::Kubernetes,
                 summary,
                 changes: create + change > 0 || !namespaces.is_empty() || !stale_secrets.is_empty(),
+                resources: Some(resources),
+                basis: Value::Array(basis),
                 document: Value::Array(document),
             })
         })
@@ -436,6 +500,84 @@ impl Executor for KubernetesExecutor {
                 last_applied: Value::Array(applied),
                 audit,
             })
+        })
+    }
+
+    fn unchanged<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(async move {
+            // Nothing is applied: the references are the live objects' (their uids are in
+            // the dry-run results), the baseline those results normalised.
+            if ctx.operation == Operation::Teardown {
+                return Ok(Applied {
+                    outputs: [("deleted".to_owned(), Value::Array(Vec::new()))].into(),
+                    last_applied: Value::Array(Vec::new()),
+                    ..Applied::default()
+                });
+            }
+            let objects = diff.document.as_array().cloned().unwrap_or_default();
+            let mut references = read_references(&ctx.work_dir)?
+                .into_iter()
+                .filter(|r| r["kind"] == "Secret")
+                .collect::<Vec<_>>();
+            references.extend(objects.iter().map(|o| {
+                json!({
+                    "apiVersion": o["apiVersion"],
+                    "kind": o["kind"],
+                    "namespace": o.pointer("/metadata/namespace"),
+                    "name": o.pointer("/metadata/name"),
+                    "uid": o.pointer("/metadata/uid"),
+                })
+            }));
+            let mut outputs = declared_outputs(&ctx.desired);
+            outputs.insert(
+                ManifestSource::OBJECTS_OUTPUT.to_owned(),
+                Value::Array(references),
+            );
+            Ok(Applied {
+                outputs,
+                log: String::new(),
+                last_applied: Value::Array(objects.iter().map(normalise).collect()),
+                audit: Default::default(),
+            })
+        })
+    }
+
+    fn moved<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
+        Box::pin(async move {
+            let Some(planned) = diff.basis.as_array() else {
+                return Ok(None);
+            };
+            let secrets = secret_objects::secret_objects(ctx)?;
+            let mut now = Vec::new();
+            for target in self.targets_with(&ctx.desired, &secrets).await? {
+                let live = self.live(&target).await?;
+                now.push(json!({
+                    "address": address(&target),
+                    "resourceVersion": live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")),
+                }));
+            }
+            for (i, object) in now.iter().enumerate() {
+                if planned.get(i) != Some(object) {
+                    return Ok(Some(Moved(format!(
+                        "{} changed since planning",
+                        object["address"].as_str().unwrap_or_default()
+                    ))));
+                }
+            }
+            if now.len() != planned.len() {
+                return Ok(Some(Moved(
+                    "the set of objects changed since planning".into(),
+                )));
+            }
+            Ok(None)
         })
     }
 
@@ -579,6 +721,30 @@ pub fn parse_manifest(content: &str) -> anyhow::Result<Vec<Value>> {
         }
     }
     Ok(objects)
+}
+
+/// `Kind/namespace/name` (`Kind/name` when cluster-scoped), as diffs name objects.
+fn address(target: &Target) -> String {
+    match &target.namespace {
+        Some(ns) => format!("{}/{ns}/{}", target.resource.kind, target.name),
+        None => format!("{}/{}", target.resource.kind, target.name),
+    }
+}
+
+/// [`address`] of an object as the API server returned it.
+fn object_address(object: &Value) -> String {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
+        Some(ns) => format!("{kind}/{ns}/{name}"),
+        None => format!("{kind}/{name}"),
+    }
 }
 
 fn describe(target: &Target) -> String {

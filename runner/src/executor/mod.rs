@@ -14,7 +14,8 @@ pub mod terraform;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use outpost_api::{Operation, PolicyInput};
+use outpost_api::{Operation, PolicyInput, ResourceChange};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -44,8 +45,9 @@ pub struct StepContext {
     pub timeout: Duration,
 }
 
-/// The real change an executor computed against live state, before apply.
-#[derive(Clone, Debug, PartialEq)]
+/// The real change an executor computed against live state, before apply. Kept in the
+/// entity's work dir while a person decides on it (serialised), and applied as it is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Diff {
     /// Which kind of policy input `document` is.
     pub input: PolicyInput,
@@ -56,7 +58,24 @@ pub struct Diff {
     pub summary: String,
     /// Whether applying would change anything.
     pub changes: bool,
+    /// The changed resources, when the executor lists them itself (Kubernetes: it compared
+    /// each dry-run result with the live object); `None`: the runner reads them from
+    /// `document` ([`crate::plan_diff`]).
+    #[serde(default)]
+    pub resources: Option<Vec<ResourceChange>>,
+    /// The live state the apply depends on, checked again before an approved diff is
+    /// applied (Kubernetes: each object's address and live resourceVersion); part of the
+    /// diff's hash. `null` where the executor has nothing to check (terraform checks its
+    /// saved plan itself).
+    #[serde(default)]
+    pub basis: Value,
 }
+
+/// Live state moved since the diff was computed: the approved diff is not applied (nothing
+/// was changed), the runner plans again and asks again.
+#[derive(Debug, thiserror::Error)]
+#[error("live state moved since planning: {0}")]
+pub struct Moved(pub String);
 
 /// What an apply produced.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -84,6 +103,27 @@ pub trait Executor: Send + Sync {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>>;
+
+    /// What is live when the diff has no changes, without changing anything: the outputs
+    /// and drift baseline an apply would have produced. The default applies the empty
+    /// diff, for executors whose apply of it changes nothing.
+    fn unchanged<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        self.apply(ctx, diff)
+    }
+
+    /// Whether the live state `diff.basis` describes has moved since planning (checked
+    /// before an approved diff is applied). The default: nothing to check.
+    fn moved<'a>(
+        &'a self,
+        _ctx: &'a StepContext,
+        _diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
+        Box::pin(async { Ok(None) })
+    }
 
     /// Reads live state for what `last_applied` describes, normalised the same way
     /// (server-managed fields removed), for drift detection.

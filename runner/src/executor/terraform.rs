@@ -285,6 +285,8 @@ impl TerraformExecutor {
             input: PolicyInput::Terraform,
             summary: plan_json::summary(&document),
             changes: planned.exit_code() == 2,
+            resources: None,
+            basis: Value::Null,
             document,
         })
     }
@@ -333,21 +335,52 @@ impl TerraformExecutor {
                 deadline,
                 &[0],
             )
-            .await?;
+            .await;
         // A saved plan applies once; a retry must plan again.
         let _ = tokio::fs::remove_file(&plan_file).await;
+        let applied = applied?;
+        self.live(ctx, &dir, deadline, applied.output).await
+    }
+
+    /// Outputs and normalised state as they are now, with `log` as the step's log.
+    async fn live(
+        &self,
+        ctx: &StepContext,
+        dir: &Path,
+        deadline: Instant,
+        log: String,
+    ) -> Result<Applied, TerraformError> {
         let outputs = self
-            .json(ctx, &dir, &["output", "-json", "-no-color"], deadline)
+            .json(ctx, dir, &["output", "-json", "-no-color"], deadline)
             .await?;
         let state = self
-            .json(ctx, &dir, &["show", "-json", "-no-color"], deadline)
+            .json(ctx, dir, &["show", "-json", "-no-color"], deadline)
             .await?;
         Ok(Applied {
             outputs: reported_outputs(&outputs),
-            log: applied.output,
+            log,
             last_applied: plan_json::normalised_state(&state["values"]),
             audit: Default::default(),
         })
+    }
+
+    /// A diff without changes: nothing is applied; the outputs and state are read as they
+    /// are, and the saved plan is dropped.
+    async fn unchanged_step(
+        &self,
+        ctx: &StepContext,
+        diff: &Diff,
+    ) -> Result<Applied, TerraformError> {
+        let _ = tokio::fs::remove_file(workspace::plan_file(&ctx.work_dir, &ctx.plan)).await;
+        if diff.document["nothingDeployed"] == true {
+            return Ok(Applied {
+                last_applied: plan_json::normalised_state(&Value::Null),
+                ..Applied::default()
+            });
+        }
+        let deadline = Instant::now() + ctx.timeout;
+        let dir = workspace::module_dir(&ctx.work_dir);
+        self.live(ctx, &dir, deadline, String::new()).await
     }
 
     async fn observe_step(&self, ctx: &StepContext) -> Result<Value, TerraformError> {
@@ -391,6 +424,8 @@ fn nothing_deployed() -> Diff {
         document: json!({"nothingDeployed": true}),
         summary: "0 to add, 0 to change, 0 to destroy".into(),
         changes: false,
+        resources: None,
+        basis: Value::Null,
     }
 }
 
@@ -415,7 +450,28 @@ impl Executor for TerraformExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { Ok(self.apply_step(ctx, diff).await?) })
+        Box::pin(async move {
+            match self.apply_step(ctx, diff).await {
+                // terraform refuses a saved plan whose state moved: nothing was applied.
+                Err(TerraformError::Failed {
+                    command, output, ..
+                }) if command == "apply" && output.contains("Saved plan is stale") => {
+                    Err(super::Moved("terraform: the saved plan is stale".into()).into())
+                }
+                Err(TerraformError::SavedPlan { reason, .. }) => {
+                    Err(super::Moved(format!("the saved plan: {reason}")).into())
+                }
+                done => Ok(done?),
+            }
+        })
+    }
+
+    fn unchanged<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(async move { Ok(self.unchanged_step(ctx, diff).await?) })
     }
 
     fn observe<'a>(
