@@ -91,11 +91,11 @@ impl Stage {
             } => Stage::Applied {
                 outputs: masker.mask_map(&outputs),
                 log: masker.mask(&log),
-                diff: diff.map(|d| mask_diff(masker, d)),
+                diff: diff.map(|d| mask_diff(masker, &d)),
                 reason,
             },
             Stage::Awaiting { diff, reason } => Stage::Awaiting {
-                diff: mask_diff(masker, diff),
+                diff: mask_diff(masker, &diff),
                 reason,
             },
             Stage::Failed { message } => Stage::Failed {
@@ -108,11 +108,11 @@ impl Stage {
 
 /// `diff` with every secret value masked in its text (addresses, fields, verdict
 /// messages); its hash stays, so that an approval still binds to what will be applied.
-fn mask_diff(masker: &crate::mask::Masker, diff: Box<PlanDiff>) -> Box<PlanDiff> {
-    let value = serde_json::to_value(&*diff).expect("a PlanDiff is JSON");
+fn mask_diff(masker: &crate::mask::Masker, diff: &PlanDiff) -> Box<PlanDiff> {
+    let value = serde_json::to_value(diff).expect("a PlanDiff is JSON");
     let mut masked: PlanDiff = serde_json::from_value(masker.mask_json(&value))
         .expect("masking changes only the text of strings");
-    masked.hash = diff.hash;
+    masked.hash.clone_from(&diff.hash);
     Box::new(masked)
 }
 
