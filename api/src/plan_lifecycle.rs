@@ -11,7 +11,9 @@
 //! The API server enforces [`allowed`] on every write of a Plan's status, for every
 //! writer; approvals are written only by the server itself, from the
 //! `plans/NAME/approval` subresource ([`ApprovalRequest`]). The runner may record a
-//! phase it passed through together with the next one: it writes the diff with
+//! phase it passed through together with the next one (a claim that is also the
+//! result, `Ready → Succeeded`, is still one fenced write, and the approval rules apply
+//! as to the phases it skipped): it writes the diff with
 //! `AwaitingApproval` (or with the result when no approval is needed), so the
 //! no-approval path costs no more writes than a claim and a result. `docs/ARCHITECTURE.md`
 //! tells the whole story.
@@ -190,17 +192,14 @@ pub fn allowed(writer: Writer, from: Option<PlanPhase>, to: PlanPhase) -> Result
     }
     let runner_move = matches!(
         (from, to),
-        (Ready, Claimed | Failed)
-            | (
-                Claimed,
-                Planning | Planned | AwaitingApproval | Applying | Succeeded | Failed
-            )
-            | (
-                Planning,
-                Planned | AwaitingApproval | Applying | Succeeded | Failed
-            )
-            | (Planned, AwaitingApproval | Applying | Succeeded | Failed)
-            | (Approved, Applying | AwaitingApproval | Failed)
+        (
+            Ready | Claimed,
+            Claimed | Planning | Planned | AwaitingApproval | Applying | Succeeded | Failed
+        ) | (
+            Planning,
+            Planned | AwaitingApproval | Applying | Succeeded | Failed
+        ) | (Planned, AwaitingApproval | Applying | Succeeded | Failed)
+            | (Approved, Applying | AwaitingApproval | Succeeded | Failed)
             | (Applying, AwaitingApproval | Succeeded | Failed)
     );
     let gate_move = matches!((from, to), (Pending, Ready | Denied));
@@ -265,6 +264,8 @@ mod tests {
             (Approved, Applying),
             (Applying, Succeeded),
             (Applying, AwaitingApproval),
+            (Ready, Succeeded),
+            (Approved, Succeeded),
         ] {
             assert_eq!(
                 allowed(Writer::Runner, Some(from), to),
@@ -278,7 +279,6 @@ mod tests {
             (AwaitingApproval, Approved),
             (AwaitingApproval, Applying),
             (AwaitingApproval, Denied),
-            (Ready, Applying),
             (Succeeded, Claimed),
             (Denied, Ready),
         ] {

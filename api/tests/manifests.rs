@@ -227,6 +227,7 @@ fn plan_columns_follow_the_role_chain() {
             "Role",
             "Level",
             "Phase",
+            "Changes",
             "Age"
         ]
     );

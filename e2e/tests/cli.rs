@@ -147,8 +147,9 @@ fn outputs(plan: &Plan) -> Value {
     }
 }
 
-/// Plays the runner: Ready → (a `prompt` install's: AwaitingApproval with a one-resource
-/// diff → Approved by a person →) Applying (log `applying NAME`) → Succeeded (log
+/// Plays the runner (as the admin: the server lets operators make the runner's moves):
+/// Ready → Claimed → (a `prompt` install's: AwaitingApproval with a one-resource diff →
+/// Approved by a person →) Applying (log `applying NAME`) → Succeeded (log
 /// `applied NAME`, outputs), one step per pass.
 async fn play_runner(plans: Api<Plan>) {
     let installs: Api<Install> = Api::namespaced(plans.clone().into_client(), "default");
@@ -169,7 +170,8 @@ async fn play_runner(plans: Api<Plan>) {
             for plan in listed.items {
                 let name = plan.metadata.name.clone().unwrap();
                 let status = match phase_of(&plan).as_str() {
-                    "Ready" if prompt.contains(&plan.spec.install) => {
+                    "Ready" => json!({"phase": "Claimed"}),
+                    "Claimed" if prompt.contains(&plan.spec.install) => {
                         let diff = outpost_api::PlanDiff::new(
                             outpost_api::content_hash(&json!({"plan": name})),
                             1,
@@ -178,7 +180,7 @@ async fn play_runner(plans: Api<Plan>) {
                         );
                         json!({"phase": "AwaitingApproval", "diff": diff})
                     }
-                    "Ready" | "Approved" => {
+                    "Claimed" | "Approved" => {
                         json!({"phase": "Applying", "log": format!("applying {name}\n")})
                     }
                     "Applying" => json!({
@@ -586,7 +588,7 @@ async fn deploy_asks_the_install_controller_for_a_plan_like_its_own() {
     assert!(name.starts_with("globex-deploy-cache-"), "{name}");
     // Progress: the phase changes it saw on standard error (polled, so a short-lived
     // phase may pass unseen), in lifecycle order, ending with Succeeded.
-    let order = ["Pending", "Ready", "Applying", "Succeeded"];
+    let order = ["Pending", "Ready", "Claimed", "Applying", "Succeeded"];
     let seen: Vec<usize> = deployed
         .stderr
         .lines()

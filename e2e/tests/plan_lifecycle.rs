@@ -359,12 +359,20 @@ fn moves() -> Vec<Move> {
             lands: Some("Claimed"),
         },
         Move {
-            what: "a result without a claim",
-            install: APPROVE_ALL,
+            what: "a claim that is also the result, on a prompt install",
+            install: PROMPT,
             from: "Ready",
             status: json!({"phase": "Succeeded", "diff": d}),
             codes: nobody(409, 409),
             lands: None,
+        },
+        Move {
+            what: "a claim that is also the result, on an approve-all install",
+            install: APPROVE_ALL,
+            from: "Ready",
+            status: json!({"phase": "Succeeded", "diff": d}),
+            codes: runner_only(),
+            lands: Some("Succeeded"),
         },
         Move {
             what: "a result without approval on a prompt install",

@@ -170,7 +170,7 @@ pub fn check_status_write(
         PlanPhase::Applying | PlanPhase::Succeeded
             if matches!(
                 from,
-                PlanPhase::Claimed | PlanPhase::Planning | PlanPhase::Planned
+                PlanPhase::Ready | PlanPhase::Claimed | PlanPhase::Planning | PlanPhase::Planned
             ) =>
         {
             let no_op = to == PlanPhase::Succeeded
@@ -181,7 +181,7 @@ pub fn check_status_write(
                 )));
             }
         }
-        PlanPhase::Applying if from == PlanPhase::Approved => {
+        PlanPhase::Applying | PlanPhase::Succeeded if from == PlanPhase::Approved => {
             let approval = new_status.approval.as_ref();
             let diff = hash_of(new_status.diff.as_ref());
             match approval {

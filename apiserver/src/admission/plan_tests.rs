@@ -146,17 +146,29 @@ fn nobody_writes_an_approval_through_status() {
 
 #[test]
 fn moves_outside_the_table_are_refused() {
-    // A runner can reach Succeeded, just not from Ready: 409.
+    // A runner can reach Succeeded, just not from Pending (the gate has not passed it): 409.
     let err = write(
         Writer::Runner,
         APPROVE_ALL,
-        json!({"phase": "Ready"}),
+        json!({"phase": "Pending"}),
         json!({"phase": "Succeeded"}),
     )
     .unwrap_err();
     assert_eq!(
         err,
-        Refusal::Conflict("a runner may not move a Plan from Ready to Succeeded".into())
+        Refusal::Conflict("a runner may not move a Plan from Pending to Succeeded".into())
+    );
+    // A claim that is also the result skips no approval: on a prompt install it is 409.
+    let err = write(
+        Writer::Runner,
+        PROMPT,
+        json!({"phase": "Ready"}),
+        json!({"phase": "Succeeded"}),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Refusal::Conflict(m) if m.contains("approval required")),
+        "{err:?}"
     );
     // A runner never makes the gate's move: 403.
     let err = write(
