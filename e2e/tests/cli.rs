@@ -398,14 +398,15 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
             break;
         }
     }
+    // OUTPOST_USER is alice, but the server records who the token authenticates.
     let approved = fleet.ok(&["approve", &waiting]);
     assert!(
-        approved.stderr.contains("approved by alice"),
+        approved.stderr.contains("approved by admin"),
         "{approved:?}"
     );
     let plan = plans.get(&waiting).await.unwrap();
     let approval = plan.status.as_ref().unwrap().approval.clone().unwrap();
-    assert_eq!(approval.by, "alice");
+    assert_eq!(approval.by, "admin");
     assert_eq!(Some(approval.content_hash), plan.spec.content_hash);
     let followed = tokio::task::spawn_blocking(move || follower.wait_with_output())
         .await
@@ -486,15 +487,15 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let viewer = Command::new(outpost_binary())
-        .args(["deny", &manual])
+        .args(["deny", &manual, "--reason", "not now"])
         .env("KUBECONFIG", fleet.cp.kubeconfig(&fleet.cp.viewer_token))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&viewer.stderr);
     assert!(
         !viewer.status.success()
-            && stderr.contains("forbidden (403")
-            && stderr.contains("outpost:admins"),
+            && stderr.contains("is forbidden")
+            && stderr.contains("outpost:approvers or outpost:admins"),
         "{stderr}"
     );
     let plan = plans.get(&manual).await.unwrap();
@@ -506,7 +507,7 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
     let approved = fleet.ok(&["approve", &manual]);
     assert!(
         approved.stderr.contains(&format!(
-            "plan {manual}: trigger of action migrate under role "
+            "plan {manual}: trigger of action migrate on install acme under role "
         )) && approved
             .stderr
             .contains("policy trigger-notice warns: migrate runs by hand"),
@@ -565,11 +566,12 @@ async fn deny_records_who_and_why() {
     assert_eq!(phase_of(&plan), "Denied");
     assert_eq!(
         plan.status.unwrap().message.as_deref(),
-        Some("denied by alice: no change ticket")
+        Some("denied by admin: no change ticket"),
+        "the server records who the token authenticates, not OUTPOST_USER"
     );
     // The install shows the denial as a failure.
     fleet.wait_install("acme", "Degraded").await;
-    let again = fleet.fails(&["deny", &waiting]);
+    let again = fleet.fails(&["deny", &waiting, "--reason", "twice"]);
     assert!(again.contains("is Denied, not AwaitingApproval"), "{again}");
 }
 

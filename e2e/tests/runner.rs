@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use outpost_api::{
     AuditEvent, EntityKind, EntityRef, Operation, Plan, PlanPhase, PlanSpec, Runner, content_hash,
@@ -53,7 +52,7 @@ fn runner_token(cp: &ControlPlane) -> String {
             std::fs::write(
                 &install,
                 format!(
-                    "apiVersion: outpost.dev/v1alpha1\nkind: Install\nmetadata:\n  name: {INSTALL}\n  namespace: default\nspec:\n  app: shopfront\n  cloud:\n    provider: aws\n    accountId: \"123456789012\"\n    region: eu-west-1\n"
+                    "apiVersion: outpost.dev/v1alpha1\nkind: Install\nmetadata:\n  name: {INSTALL}\n  namespace: default\nspec:\n  app: shopfront\n  approvalMode: approve-all\n  cloud:\n    provider: aws\n    accountId: \"123456789012\"\n    region: eu-west-1\n"
                 ),
             )
             .expect("install manifest written");
@@ -105,15 +104,8 @@ fn desired(entity: &str, type_: &str) -> Value {
     json!({"app": "shop", "type": type_, "job": {"image": "busybox", "command": ["echo", entity]}})
 }
 
-/// Creates a Plan deploying component `entity` as the gate passes it (`Ready`); with
-/// `approved_hash`, one `Approved` for that content hash instead (a stale approval when
-/// it is not the Plan's own).
-async fn approved_plan(
-    plans: &Api<Plan>,
-    entity: &str,
-    state: Value,
-    approved_hash: Option<String>,
-) -> String {
+/// Creates a Plan deploying component `entity` as the gate passes it (`Ready`).
+async fn approved_plan(plans: &Api<Plan>, entity: &str, state: Value) -> String {
     let name = format!("{INSTALL}-deploy-{entity}");
     let hash = content_hash(&state);
     let mut plan = Plan::new(
@@ -138,17 +130,10 @@ async fn approved_plan(
         INSTALL.to_owned(),
     )]));
     plans.create(&PostParams::default(), &plan).await.unwrap();
-    let status = match approved_hash {
-        None => json!({"status": {
-            "phase": "Ready",
-            "role": {"name": "acme-maintenance", "level": "default"},
-        }}),
-        Some(approved) => json!({"status": {
-            "phase": "Approved",
-            "role": {"name": "acme-maintenance", "level": "default"},
-            "approval": {"by": "test", "at": Time(jiff::Timestamp::now()), "contentHash": approved},
-        }}),
-    };
+    let status = json!({"status": {
+        "phase": "Ready",
+        "role": {"name": "acme-maintenance", "level": "default"},
+    }});
     plans
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
         .await
@@ -269,21 +254,16 @@ async fn approved_plans_are_claimed_applied_and_reported_and_the_audit_log_verif
 
     let mut state = desired("web", "job");
     state["job"]["env"] = json!({"DB_PASSWORD": "${outpost-secret:db_password}"});
-    let web = approved_plan(&plans, "web", state, None).await;
-    let worker = approved_plan(&plans, "worker", desired("worker", "job"), None).await;
-    // Refusals: stale approval, an unsupported type, a missing secret, a local deny.
-    let stale = approved_plan(
-        &plans,
-        "stale",
-        desired("stale", "job"),
-        Some(content_hash(&json!("other"))),
-    )
-    .await;
-    let helm = approved_plan(&plans, "chart", desired("chart", "helm_chart"), None).await;
+    let web = approved_plan(&plans, "web", state).await;
+    let worker = approved_plan(&plans, "worker", desired("worker", "job")).await;
+    // Refusals: an unsupported type, a missing secret, a local deny. (An approval of
+    // other content cannot be written any more: the server makes approvals, bound to the
+    // Plan's own content and diff hash; e2e/tests/plan_lifecycle.rs.)
+    let helm = approved_plan(&plans, "chart", desired("chart", "helm_chart")).await;
     let mut state = desired("nosecret", "job");
     state["job"]["env"] = json!({"KEY": "${outpost-secret:api_key}"});
-    let nosecret = approved_plan(&plans, "nosecret", state, None).await;
-    let forbidden = approved_plan(&plans, "forbidden", desired("forbidden", "job"), None).await;
+    let nosecret = approved_plan(&plans, "nosecret", state).await;
+    let forbidden = approved_plan(&plans, "forbidden", desired("forbidden", "job")).await;
 
     let done: BTreeMap<String, Plan> = all_final(&plans, 30)
         .await
@@ -314,10 +294,6 @@ async fn approved_plans_are_claimed_applied_and_reported_and_the_audit_log_verif
         assert_eq!(status.phase, Some(PlanPhase::Failed), "{name}: {status:?}");
         status.message.unwrap_or_default()
     };
-    assert_eq!(
-        message(&stale),
-        "stale plan: content hash moved since approval"
-    );
     assert_eq!(
         message(&helm),
         "component type helm_chart is not supported by this runner"
@@ -409,15 +385,7 @@ async fn two_runners_racing_claim_each_plan_once() {
     ];
     let mut names = Vec::new();
     for i in 0..20 {
-        names.push(
-            approved_plan(
-                &plans,
-                &format!("c{i}"),
-                desired(&format!("c{i}"), "job"),
-                None,
-            )
-            .await,
-        );
+        names.push(approved_plan(&plans, &format!("c{i}"), desired(&format!("c{i}"), "job")).await);
     }
     let done = all_final(&plans, 60).await;
     let mut claimers = BTreeMap::<String, usize>::new();
@@ -452,13 +420,7 @@ async fn kill_9_at_random_points_never_applies_a_step_twice() {
     let dirs = dirs();
     let total = 100;
     for i in 0..total {
-        approved_plan(
-            &plans,
-            &format!("k{i}"),
-            desired(&format!("k{i}"), "job"),
-            None,
-        )
-        .await;
+        approved_plan(&plans, &format!("k{i}"), desired(&format!("k{i}"), "job")).await;
     }
     let env = [("OUTPOST_TEST_APPLY_MS", "40")];
     let mut kills = 0;
@@ -549,8 +511,8 @@ async fn with_the_apiserver_down_the_runner_finishes_and_reports_once_it_is_back
     let dirs = dirs();
     // Two approved Plans before the runner starts: it runs `first` (approved first) and
     // has `second` queued when the control plane goes away.
-    let first = approved_plan(&plans, "first", desired("first", "job"), None).await;
-    let second = approved_plan(&plans, "second", desired("second", "job"), None).await;
+    let first = approved_plan(&plans, "first", desired("first", "job")).await;
+    let second = approved_plan(&plans, "second", desired("second", "job")).await;
     let mut runner = start_runner(
         &cp,
         INSTALL,

@@ -254,9 +254,17 @@ async fn apply_runs_the_saved_plan_never_a_fresh_one() {
     let second = context(work.path(), "second", Operation::Deploy, desired("large"));
     let second_diff = tf.plan(&second).await.unwrap();
     tf.apply(&second, &second_diff).await.unwrap();
-    let err = format!("{:#}", tf.apply(&first, &first_diff).await.unwrap_err());
-    assert!(err.contains("terraform apply"), "{err}");
-    assert!(err.to_lowercase().contains("stale"), "{err}");
+    // Refused as moved live state (nothing applied): the runner plans and asks again.
+    let err = tf.apply(&first, &first_diff).await.unwrap_err();
+    assert!(
+        err.downcast_ref::<outpost_runner::executor::Moved>()
+            .is_some(),
+        "{err:#}"
+    );
+    assert!(
+        format!("{err:#}").contains("the saved plan is stale"),
+        "{err:#}"
+    );
     // A saved plan applies once.
     let err = format!("{:#}", tf.apply(&second, &second_diff).await.unwrap_err());
     assert!(err.contains("is missing"), "{err}");
