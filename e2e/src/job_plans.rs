@@ -127,3 +127,23 @@ pub fn local_events(state: &Path) -> usize {
         .lines()
         .count()
 }
+
+/// The JSON body of a `deploy` Plan of component `web` named `name` for `install`
+/// (labelled with it), for tests that send Plans as raw requests.
+pub fn plan_body(name: &str, install: &str) -> Vec<u8> {
+    let desired = serde_json::json!({"note": name});
+    serde_json::json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "spec": {
+            "install": install,
+            "operation": "deploy",
+            "entity": {"kind": "component", "name": "web"},
+            "desiredState": desired,
+            "contentHash": outpost_api::content_hash(&desired),
+        },
+    })
+    .to_string()
+    .into_bytes()
+}

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use kube_client::api::{Api, WatchEvent, WatchParams};
 use outpost_api::Plan;
+use outpost_e2e::job_plans::plan_body;
 use outpost_e2e::{Backend, ControlPlane, Reply, eventually, manifests};
-use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -37,24 +37,6 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(20);
 const SLACK: Duration = Duration::from_secs(5);
 
 const STALLED: usize = 2_000;
-
-fn plan(name: &str, install: &str) -> Vec<u8> {
-    let desired = json!({"note": name});
-    json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "Plan",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
-        "spec": {
-            "install": install,
-            "operation": "deploy",
-            "entity": {"kind": "component", "name": "web"},
-            "desiredState": desired,
-            "contentHash": outpost_api::content_hash(&desired),
-        },
-    })
-    .to_string()
-    .into_bytes()
-}
 
 /// A TLS client trusting the control plane's CA, speaking HTTP/1.1.
 fn connector(cp: &ControlPlane) -> TlsConnector {
@@ -197,7 +179,7 @@ async fn stalled_headers_are_closed_and_runners_keep_watching() {
             "POST",
             &format!("{API}/plans"),
             &[("content-type", "application/json")],
-            plan("after-the-flood", "acme"),
+            plan_body("after-the-flood", "acme"),
         )
         .await;
     assert_eq!(created.status, 201, "{}", created.text);
@@ -290,7 +272,7 @@ async fn in_flight_and_watch_limits_answer_429() {
     let json = [("content-type", "application/json")];
 
     // A create whose body arrives slowly holds the one mutating slot.
-    let body = plan("slow", "acme");
+    let body = plan_body("slow", "acme");
     let (first, rest) = body.split_at(body.len() / 2);
     let mut slow = connect(&cp, &tls).await;
     let head = format!(
@@ -313,7 +295,7 @@ async fn in_flight_and_watch_limits_answer_429() {
             "POST",
             &format!("{API}/plans"),
             &json,
-            plan("second", "acme"),
+            plan_body("second", "acme"),
         )
         .await;
     expect_too_many(&refused, "a create while the slot is held");
@@ -340,7 +322,7 @@ async fn in_flight_and_watch_limits_answer_429() {
                 "POST",
                 &format!("{API}/plans"),
                 &json,
-                plan("second", "acme"),
+                plan_body("second", "acme"),
             )
             .await;
         (reply.status != 429).then_some(reply)
@@ -464,7 +446,7 @@ async fn silent_connections_are_closed_but_watches_are_not() {
             "POST",
             &format!("{API}/plans"),
             &[("content-type", "application/json")],
-            plan("after-idle", "acme"),
+            plan_body("after-idle", "acme"),
         )
         .await;
     assert_eq!(created.status, 201, "{}", created.text);

@@ -2,30 +2,13 @@
 //! `outpost token`), stored only as a hash, rotated by minting again; a runner token
 //! reaches only its own install's objects (403 elsewhere, with kube-apiserver's message).
 
+use outpost_e2e::job_plans::plan_body;
 use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends};
 use serde_json::{Value, json};
 
 on_both_backends!(runner_tokens_reach_only_their_install);
 
 const API: &str = "/apis/outpost.dev/v1alpha1/namespaces/default";
-
-fn plan(name: &str, install: &str) -> Vec<u8> {
-    let desired = json!({"note": name});
-    json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "Plan",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
-        "spec": {
-            "install": install,
-            "operation": "deploy",
-            "entity": {"kind": "component", "name": "web"},
-            "desiredState": desired,
-            "contentHash": outpost_api::content_hash(&desired),
-        },
-    })
-    .to_string()
-    .into_bytes()
-}
 
 fn drift_report(name: &str, install: &str) -> Vec<u8> {
     json!({
@@ -95,7 +78,7 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
                 "POST",
                 &plans,
                 &JSON,
-                plan(&format!("plan-{suffix}"), install),
+                plan_body(&format!("plan-{suffix}"), install),
             )
             .await,
             201,
