@@ -147,3 +147,38 @@ pub fn plan_body(name: &str, install: &str) -> Vec<u8> {
     .to_string()
     .into_bytes()
 }
+
+/// The hash the test events of [`audit_event_body`] carry: `install` and `sequence`'s.
+pub fn audit_event_hash(install: &str, sequence: u64) -> String {
+    outpost_api::content_hash(&serde_json::json!([install, sequence]))
+}
+
+/// The JSON body of an AuditEvent `name` of `install` at `sequence`, linked to
+/// `previous` (the hash of the event before it), for tests that send events as raw
+/// requests: the server checks the link, not the signature.
+pub fn audit_event_body(
+    install: &str,
+    sequence: u64,
+    previous: Option<&str>,
+    name: &str,
+) -> String {
+    let mut spec = serde_json::json!({
+        "install": install,
+        "runner": install,
+        "sequence": sequence,
+        "timestamp": "2025-01-15T10:00:00Z",
+        "type": "claim",
+        "hash": audit_event_hash(install, sequence),
+        "signature": "c2ln",
+    });
+    if let Some(previous) = previous {
+        spec["previousHash"] = serde_json::json!(previous);
+    }
+    serde_json::json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "AuditEvent",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "spec": spec,
+    })
+    .to_string()
+}

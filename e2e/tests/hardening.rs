@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use outpost_e2e::job_plans::{audit_event_body, audit_event_hash};
 use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends};
 use serde_json::{Value, json};
 
@@ -372,36 +373,6 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
     assert_eq!(names, ["pa"]);
 }
 
-/// An audit event of `install`, `sequence`, linked to `previous` (a hash).
-fn event(install: &str, sequence: u64, previous: Option<&str>, name: &str) -> String {
-    let mut event = json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "AuditEvent",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
-        "spec": {
-            "install": install,
-            "runner": install,
-            "sequence": sequence,
-            "timestamp": "2025-01-15T10:00:00Z",
-            "type": "claim",
-            "previousHash": previous,
-            "hash": hash(install, sequence),
-            "signature": "c2ln",
-        },
-    });
-    if previous.is_none() {
-        event["spec"]
-            .as_object_mut()
-            .unwrap()
-            .remove("previousHash");
-    }
-    event.to_string()
-}
-
-fn hash(install: &str, sequence: u64) -> String {
-    outpost_api::content_hash(&json!([install, sequence]))
-}
-
 async fn the_audit_log_is_append_only(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     cp.kubectl()
@@ -418,7 +389,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         "POST",
         &events,
         &JSON,
-        event("acme", 0, None, "acme-0"),
+        audit_event_body("acme", 0, None, "acme-0"),
     )
     .await;
     status(
@@ -443,11 +414,11 @@ async fn the_audit_log_is_append_only(backend: Backend) {
             "POST",
             &events,
             &JSON,
-            event("acme", 0, None, "acme-0"),
+            audit_event_body("acme", 0, None, "acme-0"),
         )
         .await;
     assert_eq!(reply.status, 201, "{}", reply.text);
-    let first = hash("acme", 0);
+    let first = audit_event_hash("acme", 0);
     // Another install's token, for acme's chain: 403; acme's token for globex's: 403.
     let reply = cp
         .raw(
@@ -455,7 +426,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
             "POST",
             &events,
             &JSON,
-            event("acme", 1, Some(&first), "acme-1"),
+            audit_event_body("acme", 1, Some(&first), "acme-1"),
         )
         .await;
     status(
@@ -470,7 +441,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
             "POST",
             &events,
             &JSON,
-            event("globex", 0, None, "globex-0"),
+            audit_event_body("globex", 0, None, "globex-0"),
         )
         .await;
     status(
@@ -487,7 +458,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
             "POST",
             &events,
             &JSON,
-            event("acme", 5, Some(&first), "acme-5"),
+            audit_event_body("acme", 5, Some(&first), "acme-5"),
         )
         .await;
     status(
@@ -496,14 +467,14 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         "Conflict",
         "Operation cannot be fulfilled on auditevents.outpost.dev \"acme-5\": sequence 5 is not the next of install \"acme\"'s audit log: event acme-4 is not stored",
     );
-    let wrong = hash("other", 0);
+    let wrong = audit_event_hash("other", 0);
     let reply = cp
         .raw(
             acme,
             "POST",
             &events,
             &JSON,
-            event("acme", 1, Some(&wrong), "acme-1"),
+            audit_event_body("acme", 1, Some(&wrong), "acme-1"),
         )
         .await;
     status(
@@ -512,7 +483,8 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         "Conflict",
         "Operation cannot be fulfilled on auditevents.outpost.dev \"acme-1\": spec.previousHash",
     );
-    let mut again: Value = serde_json::from_str(&event("acme", 0, None, "acme-0")).unwrap();
+    let mut again: Value =
+        serde_json::from_str(&audit_event_body("acme", 0, None, "acme-0")).unwrap();
     again["spec"]["type"] = json!("apply");
     let reply = cp
         .raw(acme, "POST", &events, &JSON, again.to_string())
@@ -529,7 +501,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
             "POST",
             &events,
             &JSON,
-            event("acme", 1, Some(&first), "renamed"),
+            audit_event_body("acme", 1, Some(&first), "renamed"),
         )
         .await;
     status(
@@ -558,7 +530,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
             "POST",
             &events,
             &JSON,
-            event("acme", 1, Some(&first), "acme-1"),
+            audit_event_body("acme", 1, Some(&first), "acme-1"),
         )
         .await;
     assert_eq!(reply.status, 201, "{}", reply.text);
@@ -586,7 +558,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         "PATCH",
         &format!("{one}?fieldManager=t&force=true"),
         &APPLY,
-        event("acme", 0, None, "acme-0"),
+        audit_event_body("acme", 0, None, "acme-0"),
     )
     .await;
     status(&reply, 405, "MethodNotAllowed", append_only);

@@ -2,7 +2,7 @@
 //! `outpost token`), stored only as a hash, rotated by minting again; a runner token
 //! reaches only its own install's objects (403 elsewhere, with kube-apiserver's message).
 
-use outpost_e2e::job_plans::plan_body;
+use outpost_e2e::job_plans::{audit_event_body, audit_event_hash, plan_body};
 use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends};
 use serde_json::{Value, json};
 
@@ -28,34 +28,13 @@ fn drift_report(name: &str, install: &str) -> Vec<u8> {
 }
 
 /// The audit event `<install>-<sequence>`, linked to the one before it as a runner
-/// ships them (each hash is the hash of the event's name).
+/// ships them.
 fn audit_event(install: &str, sequence: u64) -> Vec<u8> {
-    let name = format!("{install}-{sequence}");
     let previous = sequence
         .checked_sub(1)
-        .map(|before| outpost_api::content_hash(&json!(format!("{install}-{before}"))));
-    let mut event = json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "AuditEvent",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
-        "spec": {
-            "install": install,
-            "runner": install,
-            "sequence": sequence,
-            "timestamp": "2025-01-15T10:00:00Z",
-            "type": "claim",
-            "previousHash": previous,
-            "hash": outpost_api::content_hash(&json!(name)),
-            "signature": "c2ln",
-        },
-    });
-    if previous.is_none() {
-        event["spec"]
-            .as_object_mut()
-            .unwrap()
-            .remove("previousHash");
-    }
-    event.to_string().into_bytes()
+        .map(|before| audit_event_hash(install, before));
+    let name = format!("{install}-{sequence}");
+    audit_event_body(install, sequence, previous.as_deref(), &name).into_bytes()
 }
 
 const JSON: [(&str, &str); 1] = [("content-type", "application/json")];
