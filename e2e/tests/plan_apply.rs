@@ -23,8 +23,8 @@ use std::process::{Command, Stdio};
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::{ChangeAction, Install, Plan, PlanPhase};
 use outpost_e2e::approve::approve;
-use outpost_e2e::job_plans::{INSTALL, install_with_token};
-use outpost_e2e::{Backend, ControlPlane, Process, eventually, on_path, outpost_binary};
+use outpost_e2e::job_plans::{INSTALL, install_with_token, runner_command};
+use outpost_e2e::{Backend, ControlPlane, Process, eventually, on_path};
 use serde_json::{Value, json};
 
 /// The control plane, the install's real runner, and where its state is.
@@ -46,16 +46,10 @@ async fn start(with_cluster: bool) -> Runner {
     let token = install_with_token(&cp).await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let mut command = Command::new(outpost_binary());
+    let mut command = runner_command(&cp.url, &cp.tls.ca, &token, &state);
     command
-        .args(["runner", "--server", &cp.url, "--certificate-authority"])
-        .arg(&cp.tls.ca)
-        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
-        .arg(&state)
         .arg("--terraform")
         .arg(on_path("terraform"))
-        .args(["--heartbeat-seconds", "1"])
-        .env("OUTPOST_RUNNER_TOKEN", token)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
