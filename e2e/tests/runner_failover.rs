@@ -387,6 +387,12 @@ async fn a_claim_or_result_whose_answer_died_with_its_replica_is_settled_on_the_
         all_succeeded(&plans, expected, 60).await;
         assert!(proxy.is_dead(), "{name}: the write's answer was lost");
     }
+    // The runner notices a dead replica on its next call, which may come after the Plan
+    // it reported is seen Succeeded: wait for the second move to be logged.
+    eventually(30, "the runner to move to A", async || {
+        (log.moves_to(&a.url) > 0).then_some(())
+    })
+    .await;
     assert_eq!(log.moves_to(&proxy_b.url), 1, "{}", log.text());
     assert_eq!(log.moves_to(&a.url), 1, "{}", log.text());
     // A Plan made after both moves.
