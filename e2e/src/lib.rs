@@ -8,6 +8,7 @@
 //! Plans to run ([`job_plans`]).
 
 pub mod approve;
+pub mod browser;
 mod cluster;
 mod etcd_cluster;
 pub mod helm;

@@ -17,17 +17,15 @@
 //! acme done in wave 1 and the second install held in wave 2 awaiting approval. A
 //! screenshot of every page goes to `$CARGO_TARGET_TMPDIR/ui-screenshots/`.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use fantoccini::elements::Element;
-use fantoccini::{Client, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::Locator;
 use kube_client::api::{Api, ListParams, Patch, PatchParams};
 use outpost_api::{DriftReport, Install, InstallProgressState, Plan, PlanPhase, Rollout};
-use outpost_e2e::{Backend, ControlPlane, Process, eventually, on_path, outpost_binary};
+use outpost_e2e::browser::Browser;
+use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary};
 
 const INSTALL: &str = "acme";
 
@@ -161,130 +159,6 @@ spec:
   waveSize: 1
 "#;
 
-/// chromedriver on a free port and a headless Chromium session through it.
-struct Browser {
-    client: Client,
-    _driver: Process,
-    shots: PathBuf,
-}
-
-impl Browser {
-    async fn start() -> Browser {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let driver = Process::new(
-            Command::new(on_path("chromedriver"))
-                .arg(format!("--port={port}"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("chromedriver starts"),
-        );
-        let url = format!("http://127.0.0.1:{port}");
-        let capabilities = serde_json::json!({
-            // The control plane's certificate is signed by the test's own CA.
-            "acceptInsecureCerts": true,
-            "goog:chromeOptions": {
-                "binary": on_path("chromium"),
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1400,1000"],
-            },
-        });
-        let capabilities = match capabilities {
-            serde_json::Value::Object(map) => map,
-            _ => unreachable!("an object literal"),
-        };
-        let client = eventually(30, "chromedriver to accept a session", async || {
-            ClientBuilder::new(HttpConnector::new())
-                .capabilities(capabilities.clone())
-                .connect(&url)
-                .await
-                .ok()
-        })
-        .await;
-        let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
-        std::fs::create_dir_all(&shots).unwrap();
-        println!("dashboard screenshots: {}", shots.display());
-        Browser {
-            client,
-            _driver: driver,
-            shots,
-        }
-    }
-
-    /// Saves a PNG of the whole page as `<name>.png`.
-    async fn screenshot(&self, name: &str) {
-        // Grow the window to the page's height so the screenshot holds all of it.
-        let height = self
-            .client
-            .execute("return document.documentElement.scrollHeight;", vec![])
-            .await
-            .ok()
-            .and_then(|v| v.as_u64())
-            .unwrap_or(1000)
-            .clamp(600, 4000);
-        let _ = self.client.set_window_size(1400, height as u32 + 120).await;
-        let _ = self.client.execute("window.scrollTo(0, 0);", vec![]).await;
-        let png = self.client.screenshot().await.expect("a screenshot");
-        let path = self.shots.join(format!("{name}.png"));
-        std::fs::write(&path, png).unwrap();
-        println!("screenshot: {}", path.display());
-    }
-
-    /// The `data-state` of a fleet cell.
-    async fn cell_state(&self, id: &str) -> Option<String> {
-        let cell = self
-            .client
-            .find(Locator::Css(&format!("[data-cell='{id}']")))
-            .await
-            .ok()?;
-        cell.attr("data-state").await.ok()?
-    }
-
-    /// The element `css` selects, once the page (a click may still be loading the next
-    /// one) has it.
-    async fn find(&self, css: &str) -> Element {
-        self.client
-            .wait()
-            .at_most(Duration::from_secs(20))
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-    }
-
-    async fn text(&self, css: &str) -> String {
-        self.find(css).await.text().await.unwrap()
-    }
-
-    async fn log_in(&self, base: &str, token: &str) {
-        self.client.goto(&format!("{base}/ui")).await.unwrap();
-        // Not logged in: the dashboard sends the browser to the login form.
-        let url = self.client.current_url().await.unwrap();
-        assert_eq!(url.path(), "/ui/login", "{url}");
-        let form = self.client.form(Locator::Css("form")).await.unwrap();
-        form.set_by_name("token", token).await.unwrap();
-        form.submit().await.unwrap();
-        eventually(20, "the fleet page after logging in", async || {
-            let url = self.client.current_url().await.ok()?;
-            (url.path() == "/ui").then_some(())
-        })
-        .await;
-        self.find("#counts").await;
-    }
-
-    async fn log_out(&self) {
-        self.find("header .who button").await.click().await.unwrap();
-        eventually(20, "the login page after logging out", async || {
-            let url = self.client.current_url().await.ok()?;
-            (url.path() == "/ui/login").then_some(())
-        })
-        .await;
-    }
-}
-
 fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {
     let child = Command::new(outpost_binary())
         .args(["runner", "--server", &cp.url, "--token", token])
@@ -381,7 +255,8 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
     let installs: Api<Install> = Api::namespaced(client.clone(), "default");
     let reports: Api<DriftReport> = Api::namespaced(client.clone(), "default");
-    let browser = Browser::start().await;
+    let browser =
+        Browser::start(Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots")).await;
     let b = &browser.client;
     let base = cp.url.clone();
 

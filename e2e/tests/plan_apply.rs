@@ -23,6 +23,7 @@ use std::process::{Command, Stdio};
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::{ChangeAction, Install, Plan, PlanPhase};
 use outpost_e2e::approve::approve;
+use outpost_e2e::browser::Browser;
 use outpost_e2e::job_plans::{INSTALL, install_with_token, runner_command};
 use outpost_e2e::{Backend, ControlPlane, Process, eventually, on_path};
 use serde_json::{Value, json};
@@ -102,6 +103,24 @@ impl Runner {
             "verdicts": verdicts}});
         self.plans
             .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .unwrap();
+    }
+
+    /// Creates Plan `name` for component `entity` and leaves it `Pending` (no gate runs
+    /// in these tests, so the runner never sees it).
+    async fn pending(&self, name: &str, entity: &str, desired: Value) {
+        let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+            "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
+            "spec": {"install": INSTALL, "operation": "deploy",
+                     "entity": {"kind": "component", "name": entity},
+                     "contentHash": outpost_api::content_hash(&desired),
+                     "desiredState": desired}});
+        self.plans
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(plan).unwrap(),
+            )
             .await
             .unwrap();
     }
@@ -371,6 +390,55 @@ async fn kubernetes_diffs_show_changed_fields_and_moved_objects_are_planned_agai
     assert_eq!(fields, [("spec.replicas", Some("2"), Some("3"))]);
     assert_eq!(replicas(), "2");
 
+    // The dashboard's approval page shows that field-level change above the buttons,
+    // and the install page lists the waiting Plan before a newer one.
+    runner.pending("zz-later", "web", deployment(4)).await;
+    let browser = Browser::start(Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-apply")).await;
+    let base = runner.cp.url.clone();
+    browser.log_in(&base, &runner.cp.approver_token).await;
+    assert_eq!(browser.text("#who").await, "approver · approver");
+    browser
+        .client
+        .goto(&format!("{base}/ui/installs/default/{INSTALL}"))
+        .await
+        .unwrap();
+    let rows = browser.text("#plans tbody").await;
+    let (waits, later) = (rows.find("web-2"), rows.find("zz-later"));
+    assert!(
+        waits.is_some() && later.is_some() && waits < later,
+        "the Plan awaiting approval is listed first: {rows}"
+    );
+    browser
+        .client
+        .goto(&format!("{base}/ui/plans/default/web-2"))
+        .await
+        .unwrap();
+    let shown = browser.text("#diff-text").await;
+    assert!(
+        shown.contains("~ Deployment/shop/web") && shown.contains("spec.replicas: 2 → 3"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Plan: 0 to add, 1 to change, 0 to destroy."),
+        "{shown}"
+    );
+    assert_eq!(browser.text("#diff-hash").await, first.hash);
+    let above = browser
+        .client
+        .execute(
+            "return !!(document.querySelector('#diff-text').compareDocumentPosition(\
+             document.querySelector('#approve')) & Node.DOCUMENT_POSITION_FOLLOWING);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        above,
+        json!(true),
+        "the diff is shown above the Approve button"
+    );
+    browser.screenshot("kubernetes-approval").await;
+
     // Edited out of band before the approval: the runner asks again.
     cluster.ok(&["label", "deployment", "web", "-n", "shop", "edited=by-hand"]);
     approve(&runner.plans, &waiting).await.unwrap();
@@ -381,11 +449,26 @@ async fn kubernetes_diffs_show_changed_fields_and_moved_objects_are_planned_agai
         .await;
     assert_ne!(diff(&asked).hash, first.hash);
     assert_eq!(replicas(), "2", "nothing applied on a moved object");
-    approve(&runner.plans, &asked).await.unwrap();
-    runner
+    // The approver approves the new diff on the dashboard, by clicking.
+    browser
+        .client
+        .goto(&format!("{base}/ui/plans/default/web-2"))
+        .await
+        .unwrap();
+    assert_eq!(browser.text("#diff-hash").await, diff(&asked).hash);
+    browser.find("#approve").await.click().await.unwrap();
+    let approval = browser.text("#approval").await;
+    assert!(approval.contains("by approver"), "{approval}");
+    let done = runner
         .reaches("web-2", PlanPhase::Succeeded, |_| true)
         .await;
+    let approved = done.status.unwrap().approval.unwrap();
+    assert_eq!(
+        (approved.by.as_str(), approved.diff_hash.as_deref()),
+        ("approver", Some(diff(&asked).hash.as_str()))
+    );
     assert_eq!(replicas(), "3");
+    browser.client.clone().close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

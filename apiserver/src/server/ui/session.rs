@@ -120,6 +120,16 @@ impl Session {
         self.user.groups.iter().any(|g| g == ADMINS)
     }
 
+    /// What the header calls the user: `admin`, `approver` (may decide on Plans) or
+    /// `viewer`.
+    pub fn role(&self) -> &'static str {
+        match (self.is_admin(), self.may_decide()) {
+            (true, _) => "admin",
+            (false, true) => "approver",
+            (false, false) => "viewer",
+        }
+    }
+
     /// Whether the user may approve and deny Plans (an approver or an admin).
     pub fn may_decide(&self) -> bool {
         crate::server::approval::may_decide(&self.user)

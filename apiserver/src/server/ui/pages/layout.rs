@@ -78,7 +78,7 @@ pub fn page(title: &str, current: &str, session: Option<&Session>, body: Markup)
                     }
                     @if let Some(session) = session {
                         div.who {
-                            span #who { (session.user.name) " · " (if session.is_admin() { "admin" } else { "viewer" }) }
+                            span #who { (session.user.name) " · " (session.role()) }
                             form method="post" action="/ui/logout" {
                                 button.secondary type="submit" { "Log out" }
                             }
