@@ -221,6 +221,22 @@ fn cached_list(call: &Call, snapshot: Snapshot, limit: usize) -> Result<Response
     Ok(json_bytes(StatusCode::OK, body.freeze()))
 }
 
+/// The largest page a selective list grows to, as kube-apiserver's etcd3 store
+/// (`maxLimit` in `GetList`): a list whose selector drops most objects doubles its page
+/// after each page that did not fill the `limit`, so it takes O(log n) store reads up
+/// to this size instead of one read per `limit` objects.
+pub(crate) const MAX_PAGE: usize = 10_000;
+
+/// The page size after one that left the list short of its `limit`: twice as large,
+/// at most [`MAX_PAGE`] (a `limit` above it stays as it is).
+fn grown(page: usize) -> usize {
+    if page < MAX_PAGE {
+        (page * 2).min(MAX_PAGE)
+    } else {
+        page
+    }
+}
+
 /// The list read from the store (continue tokens, and reads at an exact revision).
 async fn list_from_store(call: &Call, filter: &Filter, limit: usize) -> Result<Response, ApiError> {
     let rt = &call.rt;
@@ -236,6 +252,7 @@ async fn list_from_store(call: &Call, filter: &Filter, limit: usize) -> Result<R
     let mut items = Vec::new();
     let mut next = None;
     let read_at;
+    let mut page_size = limit;
     'pages: loop {
         let page = call
             .state
@@ -243,7 +260,7 @@ async fn list_from_store(call: &Call, filter: &Filter, limit: usize) -> Result<R
             .list(
                 &prefix,
                 ListOptions {
-                    limit: (limit > 0).then_some(limit),
+                    limit: (page_size > 0).then_some(page_size),
                     continue_token: token.take(),
                     revision,
                 },
@@ -278,6 +295,7 @@ async fn list_from_store(call: &Call, filter: &Filter, limit: usize) -> Result<R
                 break;
             }
         }
+        page_size = grown(page_size);
     }
     let mut list_meta = json!({"resourceVersion": read_at.to_string()});
     if let Some(next) = next {

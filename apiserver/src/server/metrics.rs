@@ -194,6 +194,12 @@ impl Metrics {
             }
         }
         render_limits(&mut out, state);
+        let _ = writeln!(
+            out,
+            "# HELP outpost_ui_fleet_snapshots_total Fleet snapshots built for the dashboard's live updates (shared by every stream).\n# TYPE outpost_ui_fleet_snapshots_total counter\noutpost_ui_fleet_snapshots_total {}\n# HELP outpost_ui_fleet_streams Open /ui/events streams.\n# TYPE outpost_ui_fleet_streams gauge\noutpost_ui_fleet_streams {}",
+            state.fleet_feed.builds(),
+            state.fleet_feed.streams()
+        );
         state.store_metrics.render(&mut out);
         out.push_str("# HELP outpost_watch_cache_objects Objects in the watch cache by resource.\n# TYPE outpost_watch_cache_objects gauge\n");
         let mut stats: Vec<_> = state
@@ -231,6 +237,14 @@ impl Metrics {
                 out,
                 "outpost_watch_cache_window_bytes{{resource=\"{resource}\"}} {}",
                 s.window_bytes
+            );
+        }
+        out.push_str("# HELP outpost_watch_cache_objects_read_total Objects lists and gets looked at in the cache by resource (one install's when the index names it).\n# TYPE outpost_watch_cache_objects_read_total counter\n");
+        for (resource, s) in &stats {
+            let _ = writeln!(
+                out,
+                "outpost_watch_cache_objects_read_total{{resource=\"{resource}\"}} {}",
+                s.objects_read
             );
         }
         out.push_str("# HELP outpost_watch_cache_watchers Watchers by resource, filed under one install (indexed) or of every change.\n# TYPE outpost_watch_cache_watchers gauge\n");

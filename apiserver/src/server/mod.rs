@@ -92,6 +92,8 @@ pub(crate) struct ServerState {
     pub connection_metrics: Arc<ConnectionMetrics>,
     /// The dashboard's sessions.
     pub sessions: ui::Sessions,
+    /// The live fleet every `/ui/events` stream reads.
+    pub fleet_feed: ui::FleetFeed,
 }
 
 impl ServerState {
@@ -127,6 +129,7 @@ impl ApiServer {
                 inflight: inflight::Inflight::new(config.inflight),
                 connection_metrics: Arc::default(),
                 sessions: ui::Sessions::default(),
+                fleet_feed: ui::FleetFeed::default(),
                 config,
                 caches,
                 progress,

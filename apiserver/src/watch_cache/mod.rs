@@ -16,6 +16,7 @@ mod object;
 mod watchers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use bytes::{BufMut as _, Bytes, BytesMut};
@@ -151,6 +152,9 @@ pub struct CacheStats {
     pub indexed_watchers: usize,
     /// Watchers of every change.
     pub other_watchers: usize,
+    /// Objects lists and gets have looked at since start: those of one install when
+    /// the index names it, every object of the namespace otherwise.
+    pub objects_read: u64,
 }
 
 struct State {
@@ -174,6 +178,8 @@ pub struct WatchCache {
     capacity: usize,
     progress: Arc<Progress>,
     state: RwLock<State>,
+    /// Objects lists and gets looked at ([`CacheStats::objects_read`]).
+    objects_read: AtomicU64,
 }
 
 impl WatchCache {
@@ -193,6 +199,7 @@ impl WatchCache {
                 latest: 0,
                 watchers: Default::default(),
             }),
+            objects_read: AtomicU64::new(0),
         })
     }
 
@@ -360,8 +367,12 @@ impl WatchCache {
         keep: impl Fn(&CachedObject) -> bool,
     ) -> Vec<Arc<CachedObject>> {
         let prefix = self.rt.key_prefix(namespace);
-        let pass = |o: &&Arc<CachedObject>| o.key.starts_with(&prefix) && keep(o);
-        match index {
+        let read = AtomicU64::new(0);
+        let pass = |o: &&Arc<CachedObject>| {
+            read.fetch_add(1, Ordering::Relaxed);
+            o.key.starts_with(&prefix) && keep(o)
+        };
+        let selected = match index {
             Some(index) => state
                 .by_index
                 .get(index)
@@ -379,7 +390,10 @@ impl WatchCache {
                 .filter(pass)
                 .cloned()
                 .collect(),
-        }
+        };
+        self.objects_read
+            .fetch_add(read.into_inner(), Ordering::Relaxed);
+        selected
     }
 
     /// A snapshot (as [`WatchCache::list`]) and a subscription to every later change,
@@ -429,6 +443,7 @@ impl WatchCache {
     /// The object `namespace/name`, as the cache has it.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
         let key = self.rt.key(namespace, name);
+        self.objects_read.fetch_add(1, Ordering::Relaxed);
         self.state
             .read()
             .expect("watch cache lock")
@@ -462,6 +477,7 @@ impl WatchCache {
             window_bytes: state.window_bytes,
             indexed_watchers,
             other_watchers,
+            objects_read: self.objects_read.load(Ordering::Relaxed),
         }
     }
 }

@@ -8,7 +8,7 @@ use http::Method;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::auth::{Access, User};
+use crate::auth::{Access, SCOPE_FIELD, User};
 use crate::registry::ResourceType;
 use crate::request::RequestInfo;
 use crate::selectors::Selectable;
@@ -59,10 +59,24 @@ pub async fn list_values(
     user: &User,
     plural: &str,
 ) -> Result<(Vec<Value>, Revision), ApiError> {
+    cached_values(state, user, plural, None, None)
+}
+
+/// The objects of `plural` the user may see, in `namespace` when given, and only those
+/// that belong to `install` (`spec.install`) when given: then read through the watch
+/// cache's install index, which looks only at that install's objects.
+fn cached_values(
+    state: &ServerState,
+    user: &User,
+    plural: &str,
+    namespace: Option<&str>,
+    install: Option<&str>,
+) -> Result<(Vec<Value>, Revision), ApiError> {
     let access = list_access(state, user, plural)?;
     let rt = resource_type(state, plural)?;
-    let cache = state.cache(&rt)?;
-    let snapshot = cache.list(None, None, |object| visible(&access, object));
+    let snapshot = state.cache(&rt)?.list(namespace, install, |object| {
+        install.is_none_or(|i| object.field(SCOPE_FIELD) == i) && visible(&access, object)
+    });
     let objects = snapshot
         .objects
         .iter()
@@ -82,8 +96,32 @@ pub async fn list<K: DeserializeOwned>(
     Ok(decode_all(plural, values))
 }
 
-/// The object `namespace/name` of `plural`, typed, if the user may see it (read as a
-/// [`list`] is, so a runner token sees only its install's).
+/// Every object of `plural` in `namespace` the user may see, typed.
+pub fn list_in<K: DeserializeOwned>(
+    state: &ServerState,
+    user: &User,
+    plural: &str,
+    namespace: &str,
+) -> Result<Vec<K>, ApiError> {
+    let (values, _) = cached_values(state, user, plural, Some(namespace), None)?;
+    Ok(decode_all(plural, values))
+}
+
+/// The objects of `plural` in `namespace` that belong to `install` and the user may
+/// see, typed, read by the install index (not by scanning the fleet).
+pub fn list_of_install<K: DeserializeOwned>(
+    state: &ServerState,
+    user: &User,
+    plural: &str,
+    namespace: &str,
+    install: &str,
+) -> Result<Vec<K>, ApiError> {
+    let (values, _) = cached_values(state, user, plural, Some(namespace), Some(install))?;
+    Ok(decode_all(plural, values))
+}
+
+/// The object `namespace/name` of `plural`, typed, if the user may see it (authorized
+/// as a [`list`] is, so a runner token sees only its install's): one cache lookup.
 pub async fn get<K: DeserializeOwned>(
     state: &ServerState,
     user: &User,
@@ -91,11 +129,14 @@ pub async fn get<K: DeserializeOwned>(
     namespace: &str,
     name: &str,
 ) -> Result<Option<K>, ApiError> {
-    let (values, _) = list_values(state, user, plural).await?;
-    let found = values.into_iter().find(|v| {
-        v.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
-            && v.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
-    });
+    let access = list_access(state, user, plural)?;
+    let rt = resource_type(state, plural)?;
+    let found = state
+        .cache(&rt)?
+        .get(Some(namespace), name)
+        .filter(|object| visible(&access, object.as_ref()))
+        .map(|object| object.value())
+        .transpose()?;
     Ok(decode_all(plural, found).into_iter().next())
 }
 

@@ -7,6 +7,7 @@ mod cells;
 mod data;
 mod decide;
 mod events;
+mod fleet_feed;
 mod pages;
 mod session;
 mod trigger;
@@ -21,6 +22,7 @@ use axum::routing::{get, post};
 use http::{HeaderValue, header};
 
 use super::ServerState;
+pub(super) use fleet_feed::FleetFeed;
 pub(super) use session::Sessions;
 
 /// The dashboard's pages may not be framed by any site (clickjacking an Approve button):

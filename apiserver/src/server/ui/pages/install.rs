@@ -11,12 +11,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, html};
 use outpost_api::audit_chain::{Source, verify};
 use outpost_api::{
-    Action, AuditEvent, DriftReport, EntityKind, EntityRef, InstallStack, Plan, Runner, TriggerKind,
+    Action, App, AuditEvent, Component, DriftReport, EntityKind, EntityRef, Install, InstallStack,
+    Plan, Runner, TriggerKind,
 };
 
 use super::super::cells::{self, FleetObjects};
-use super::super::data::list;
-use super::super::events::load_fleet;
+use super::super::data::{get, list_in, list_of_install};
 use super::super::session::Session;
 use super::layout::{object_page, short, short_hash, when};
 use super::plan::{duration, phase_pill, role_text, verdict_pills};
@@ -59,16 +59,31 @@ async fn render(
     namespace: &str,
     name: &str,
 ) -> Result<Option<Markup>, ApiError> {
-    let objects: FleetObjects = load_fleet(state, &session.user).await?;
-    let Some(install) = objects.installs.iter().find(|i| {
-        i.metadata.namespace.as_deref() == Some(namespace)
-            && i.metadata.name.as_deref() == Some(name)
-    }) else {
+    let user = &session.user;
+    let Some(install) = get::<Install>(state, user, "installs", namespace, name).await? else {
         return Ok(None);
     };
-    let stacks: Vec<InstallStack> = list(state, &session.user, "installstacks").await?;
-    let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
-    let all_actions: Vec<Action> = list(state, &session.user, "actions").await?;
+    // Everything else by the install index, or (Apps, Components, Actions: the App's
+    // definition) in the namespace: never every object of the fleet.
+    let app = &install.spec.app;
+    let objects = FleetObjects {
+        apps: list_in::<App>(state, user, "apps", namespace)?
+            .into_iter()
+            .filter(|a| a.metadata.name.as_ref() == Some(app))
+            .collect(),
+        components: list_in::<Component>(state, user, "components", namespace)?
+            .into_iter()
+            .filter(|c| &c.spec.app == app)
+            .collect(),
+        plans: list_of_install(state, user, "plans", namespace, name)?,
+        runners: list_of_install(state, user, "runners", namespace, name)?,
+        drift: list_of_install(state, user, "driftreports", namespace, name)?,
+        installs: vec![install],
+    };
+    let install = &objects.installs[0];
+    let stacks: Vec<InstallStack> = list_of_install(state, user, "installstacks", namespace, name)?;
+    let audit: Vec<AuditEvent> = list_of_install(state, user, "auditevents", namespace, name)?;
+    let all_actions: Vec<Action> = list_in(state, user, "actions", namespace)?;
     let mut actions: Vec<&Action> = of(&all_actions, namespace, |a| a.metadata.namespace.as_ref())
         .filter(|a| {
             a.spec.app == install.spec.app

@@ -11,7 +11,7 @@ use maud::{Markup, html};
 use outpost_api::plan_lifecycle::{ApprovalDecision, PlanDiff};
 use outpost_api::{AuditEvent, AuditEventType, Enforcement, Plan, PlanPhase, RoleLevel, Verdict};
 
-use super::super::data::{get, list};
+use super::super::data::{get, list_of_install};
 use super::super::session::Session;
 use super::install::entity_text;
 use super::layout::{object_page, pretty, when, yaml};
@@ -123,13 +123,18 @@ async fn render(
         return Ok(None);
     };
     let plan = &plan;
-    let audit: Vec<AuditEvent> = list(state, &session.user, "auditevents").await?;
+    // The Plan's events are in its install's audit log: read that install's events by
+    // the index, not every event of the fleet.
+    let audit: Vec<AuditEvent> = list_of_install(
+        state,
+        &session.user,
+        "auditevents",
+        namespace,
+        &plan.spec.install,
+    )?;
     let mut events: Vec<&AuditEvent> = audit
         .iter()
-        .filter(|e| {
-            e.metadata.namespace.as_deref() == Some(namespace)
-                && e.spec.plan.as_deref() == Some(name)
-        })
+        .filter(|e| e.spec.plan.as_deref() == Some(name))
         .collect();
     events.sort_by_key(|e| e.spec.sequence);
     let now = Time(jiff::Timestamp::now());
