@@ -122,18 +122,11 @@ impl Account {
         region: Option<String>,
         endpoint: Option<String>,
     ) -> anyhow::Result<Self> {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http_client());
-        if let Some(region) = &region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(endpoint) = &endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        let config = loader.load().await;
+        let config = sdk_config(region, endpoint.clone()).await?;
         let region = config
             .region()
             .map(|r| r.to_string())
-            .ok_or_else(|| anyhow::anyhow!("no AWS region: pass --aws-region or set AWS_REGION"))?;
+            .expect("sdk_config refuses a configuration without a region");
         Ok(Self {
             config,
             stack_name,
@@ -312,8 +305,34 @@ pub fn http_client() -> aws_sdk_sts::config::SharedHttpClient {
         .build_https()
 }
 
+/// The runner's own SDK configuration: the default credential chain (on the VM: the
+/// instance role) and region, `region` (`--aws-region`) and `endpoint`
+/// (`--aws-endpoint`) overriding them.
+///
+/// # Errors
+///
+/// When no region is given or configured.
+pub async fn sdk_config(
+    region: Option<String>,
+    endpoint: Option<String>,
+) -> anyhow::Result<SdkConfig> {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http_client());
+    if let Some(region) = region {
+        loader = loader.region(Region::new(region));
+    }
+    if let Some(endpoint) = endpoint {
+        loader = loader.endpoint_url(endpoint);
+    }
+    let config = loader.load().await;
+    anyhow::ensure!(
+        config.region().is_some(),
+        "no AWS region: pass --aws-region or set AWS_REGION"
+    );
+    Ok(config)
+}
+
 /// An SDK error as `Code: message`, or the transport failure.
-fn describe<E, R>(error: &aws_sdk_sts::error::SdkError<E, R>) -> String
+pub(crate) fn describe<E, R>(error: &aws_sdk_sts::error::SdkError<E, R>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
