@@ -331,18 +331,28 @@ pub async fn sdk_config(
     Ok(config)
 }
 
-/// An SDK error as `Code: message`, or the transport failure.
-pub(crate) fn describe<E, R>(error: &aws_sdk_sts::error::SdkError<E, R>) -> String
+/// An SDK error as `Code: message`; the HTTP status and the start of the answer when
+/// the service's error has no code the SDK could parse; or the transport failure.
+pub(crate) fn describe<E>(
+    error: &aws_sdk_sts::error::SdkError<E, aws_sdk_sts::config::http::HttpResponse>,
+) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
 {
     match error.as_service_error() {
-        Some(service) => format!(
-            "{}: {}",
-            service.code().unwrap_or("error"),
-            service.message().unwrap_or_default()
-        ),
+        Some(service) => match (service.code(), error.raw_response()) {
+            (None, Some(raw)) => {
+                let body = String::from_utf8_lossy(raw.body().bytes().unwrap_or_default());
+                let body: Vec<&str> = body.split_whitespace().collect();
+                let body: String = body.join(" ").chars().take(300).collect();
+                format!("HTTP {}: {body}", raw.status().as_u16())
+            }
+            (code, _) => format!(
+                "{}: {}",
+                code.unwrap_or("error"),
+                service.message().unwrap_or_default()
+            ),
+        },
         None => {
             let mut text = error.to_string();
             let mut source = std::error::Error::source(error);

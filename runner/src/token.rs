@@ -10,11 +10,16 @@
 //! every process it starts gets an environment of its own (`env_clear`), so the variable
 //! does not reach terraform or a job step.
 
+use backon::Retryable as _;
+
 use crate::settings::RunnerArgs;
 
 /// The environment variable a runner started without `--token-secret` reads its token
 /// from.
 pub const TOKEN_ENV: &str = "OUTPOST_RUNNER_TOKEN";
+
+/// How many times the token's secret is read before the runner gives up.
+const READ_ATTEMPTS: usize = 4;
 
 /// The runner's bearer token. Its `Debug` does not show it.
 #[derive(Clone)]
@@ -121,10 +126,16 @@ impl TokenSource {
         let config = crate::aws::sdk_config(args.aws_region.clone(), args.aws_endpoint.clone())
             .await
             .map_err(|e| failed(format!("{e:#}")))?;
-        let value = aws_sdk_secretsmanager::Client::new(&config)
-            .get_secret_value()
-            .secret_id(&secret)
-            .send()
+        let client = aws_sdk_secretsmanager::Client::new(&config);
+        // A few tries: on a fresh stack the instance role's grant can take seconds to
+        // reach every IAM endpoint. Past them the runner exits and systemd restarts it.
+        let value = (|| client.get_secret_value().secret_id(&secret).send())
+            .retry(crate::retry::backoff(READ_ATTEMPTS))
+            .sleep(tokio::time::sleep)
+            .notify(|e, after| {
+                tracing::warn!(secret = %secret, error = %crate::aws::describe(e), ?after,
+                    "cannot read the runner token yet; retrying");
+            })
             .await
             .map_err(|e| failed(crate::aws::describe(&e)))?;
         value
