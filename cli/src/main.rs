@@ -59,8 +59,10 @@ enum Command {
     Controllers(controllers::ControllersArgs),
     /// Print an install's CloudFormation install stack (JSON) for the customer to create.
     ///
-    /// The stack's `RunnerToken` parameter takes the install's runner token: mint it with
-    /// `outpost token NS/INSTALL` and give it to the customer with the template.
+    /// The stack's NoEcho `RunnerToken` parameter takes the install's runner token: mint it
+    /// with `outpost token NS/INSTALL` and give it to the customer with the template. The
+    /// stack keeps it in the customer's Secrets Manager, readable by the runner's instance
+    /// role only; the runner VM's user data carries the secret's ARN, never the token.
     Stack(stack::StackArgs),
     /// Mint an install's runner token (admins only) and print it.
     ///

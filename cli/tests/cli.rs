@@ -609,6 +609,21 @@ fn up_drives_the_example_install_to_active_stops_its_children_and_resumes() {
     assert_eq!(applied, 7);
     let children = up.children();
     assert_eq!(children.len(), 3, "runner and two registries: {printed}");
+    // The runner gets its token from the environment, read from a 0600 file, never on
+    // its command line.
+    let runner_token = data.join("runner/token");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&runner_token).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let runner_token = std::fs::read_to_string(&runner_token).unwrap();
+    for child in &children {
+        let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains(runner_token.trim()),
+            "the runner token is on the command line of {child}"
+        );
+    }
     let pid = up.child.id();
     for child in &children {
         assert_eq!(

@@ -369,14 +369,23 @@ fn moto_creates_the_stack_with_the_enabled_roles_only() {
     assert!(outputs["RunnerInstanceId"].starts_with("i-"), "{outputs:?}");
     assert!(outputs["RunnerRoleArn"].starts_with(&format!("arn:aws:iam::{ACCOUNT}:role/")));
     // moto skips resource types it does not implement, and outputs that refer
-    // to them. Only Secrets Manager secrets may be skipped (moto 5 has no
-    // CloudFormation support for them); the unit tests and cfn-lint cover them.
+    // to them. Only Secrets Manager secrets and their resource policies may be
+    // skipped (moto 5 has no CloudFormation support for them); the unit tests and
+    // cfn-lint cover them.
     let skipped = moto.skipped_types();
     assert!(
-        skipped.iter().all(|t| t == "AWS::SecretsManager::Secret"),
+        skipped.iter().all(|t| [
+            "AWS::SecretsManager::Secret",
+            "AWS::SecretsManager::ResourcePolicy"
+        ]
+        .contains(&t.as_str())),
         "moto skipped {skipped:?}"
     );
-    for key in ["SecretApiKeyArn", "SecretDbPasswordArn"] {
+    for key in [
+        "SecretApiKeyArn",
+        "SecretDbPasswordArn",
+        "RunnerTokenSecretArn",
+    ] {
         if skipped.is_empty() {
             assert!(
                 outputs[key].starts_with("arn:aws:secretsmanager:"),

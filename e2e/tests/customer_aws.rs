@@ -1,10 +1,16 @@
 //! The example install in a customer's AWS account, emulated by `moto_server` with IAM
 //! enforcement on, every part real: the control plane and controllers, the customer
 //! creating the install stack the control plane rendered (`outpost stack`) with the
-//! CloudFormation SDK, and `outpost runner` started the way the stack's user data starts
-//! it (`--stack`, `--aws-region`, plus `--aws-endpoint` for the emulator) under the
-//! stack's runner instance role.
+//! CloudFormation SDK, and `outpost runner` started with the command line of the stack's
+//! user data (`--token-secret ARN`, `--stack`, `--aws-region`, plus `--aws-endpoint` and
+//! the test's cluster for the emulator) under the stack's runner instance role.
 //!
+//! * The runner token reaches the runner only through the customer's Secrets Manager: it
+//!   is nowhere in the template the vendor hands over, the runner's command line and
+//!   environment hold only the secret's ARN, and the runner reads the token at boot with
+//!   its instance role. Once it has, the customer revokes that read, and the runner keeps
+//!   working from memory. A principal without the grant is refused (403) and its runner
+//!   stops before it creates anything.
 //! * The install reaches Active with every Plan run under its resolved role: the
 //!   assumed-role identity (`assumed-role/ROLE/PLAN-UID`) is in the signed audit log, and
 //!   the stack's enabled roles are on the `Runner` and the `InstallStack`.
@@ -29,8 +35,12 @@
 //! * IAM enforcement starts after `INITIAL_NO_AUTH_ACTION_COUNT` unauthenticated calls;
 //!   the test spends them on reading the default subnet and creating the customer's
 //!   admin user and access key.
-//! * moto 5.2.5 skips `AWS::SecretsManager::Secret` in CloudFormation, so the customer
-//!   creates the install's secrets with the names the template gives them.
+//! * moto 5.2.5 skips `AWS::SecretsManager::Secret` and `AWS::SecretsManager::ResourcePolicy`
+//!   in CloudFormation, so the customer creates the install's secrets and the runner
+//!   token's secret (from the `RunnerToken` parameter's value) with the names the template
+//!   gives them, and the user data's `${RunnerTokenSecret}` is that secret's ARN. moto
+//!   does not evaluate resource policies: that only the runner's role may read the token
+//!   is checked on the rendered template (`outpost-controllers` unit tests).
 //! * moto matches a trust policy's principal to the caller's ARN literally, where IAM
 //!   matches a role's sessions (`assumed-role/R/S`) to the role's ARN: the customer adds
 //!   the runner's session ARN next to the runner role's ARN in each role's trust.
@@ -38,8 +48,9 @@
 //!   only, so the stack's statements scoped to the stack and its secrets never match
 //!   (and its references to the secrets it skipped are `null`): the customer grants
 //!   the runner role `DescribeStacks` and the install's roles `GetSecretValue` on `*`
-//!   in an extra policy. The runner role gets no secret read here, so the Plans'
-//!   secrets provably come through the Plans' roles.
+//!   in an extra policy. The runner role may read secrets only until it has read its
+//!   token (its `Runner` is registered), so the Plans' secrets provably come through
+//!   the Plans' roles.
 //! * The runner's instance role is emulated: the customer's admin assumes it (session
 //!   name the instance id, as EC2 does) and hands the credentials to the runner process
 //!   in `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`. moto fails (500)
@@ -383,6 +394,25 @@ impl Customer {
         password
     }
 
+    /// Creates the runner token's secret where moto skipped it, as the template declares
+    /// it (the `RunnerToken` parameter's value under the template's name); returns its
+    /// ARN, what `${RunnerTokenSecret}` stands for in the user data.
+    async fn create_token_secret(&self, template: &Value, token: &str) -> String {
+        let properties = &template["Resources"]["RunnerTokenSecret"]["Properties"];
+        assert_eq!(
+            properties["SecretString"],
+            serde_json::json!({"Ref": "RunnerToken"})
+        );
+        let created = aws_sdk_secretsmanager::Client::new(&self.admin)
+            .create_secret()
+            .name(properties["Name"].as_str().expect("the secret has a name"))
+            .secret_string(token)
+            .send()
+            .await
+            .expect("CreateSecret");
+        created.arn().expect("an ARN").to_owned()
+    }
+
     /// Sets the stack parameter `key` to `value`, keeping the others (CloudFormation
     /// UpdateStack with the previous template).
     async fn update_parameter(&self, key: &str, value: &str) {
@@ -486,8 +516,8 @@ impl Customer {
                 .replace("None", "null");
             let mut document: Value = serde_json::from_str(&document)
                 .unwrap_or_else(|e| panic!("{role}/{name} is JSON: {e}: {document}"));
-            // moto cannot match `null` resources (500): drop them, and statements and
-            // policies left with none (their grant is the `emulator-resource-star`
+            // moto cannot match `null` resources (500): drop them, and statements (the
+            // runner's read of its token) and policies left with none (their grant is the `emulator-resource-star`
             // policy's).
             if let Some(statements) = document["Statement"].as_array_mut() {
                 for statement in statements.iter_mut() {
@@ -495,7 +525,11 @@ impl Customer {
                         resources.retain(|r| !r.is_null());
                     }
                 }
-                statements.retain(|s| s["Resource"].as_array().is_none_or(|r| !r.is_empty()));
+                statements.retain(|s| match &s["Resource"] {
+                    Value::Null => false,
+                    Value::Array(resources) => !resources.is_empty(),
+                    _ => true,
+                });
                 if statements.is_empty() {
                     iam.delete_role_policy()
                         .role_name(role)
@@ -606,6 +640,36 @@ fn uuid_like() -> String {
         .collect()
 }
 
+/// The `outpost runner` command of the install stack's user data (the unit's
+/// `ExecStart`), with each word of `substitutions` replaced: the substitutions
+/// CloudFormation makes, and the test's binary and state dir. Every `${…}` must be one.
+fn user_data_command(template: &Value, substitutions: &[(&str, &str)]) -> Command {
+    let script =
+        template["Resources"]["RunnerInstance"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]
+            .as_str()
+            .expect("the user data is an Fn::Sub string");
+    let line = script
+        .lines()
+        .find_map(|line| line.strip_prefix("ExecStart=/usr/bin/env "))
+        .unwrap_or_else(|| panic!("no ExecStart in the user data:\n{script}"));
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .map(|word| {
+            let substituted = substitutions
+                .iter()
+                .find_map(|(from, to)| (*from == word).then_some(*to));
+            assert!(
+                substituted.is_some() || !word.contains("${"),
+                "{word} in the user data is not substituted"
+            );
+            substituted.unwrap_or(word)
+        })
+        .collect();
+    let mut command = Command::new(words[0]);
+    command.args(&words[1..]);
+    command
+}
+
 /// IAM returns policy documents URL-encoded.
 fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
@@ -707,9 +771,16 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         .trim()
         .to_owned();
 
+    // The template the vendor hands over carries no token: not this one, nor anything
+    // that looks like one.
+    assert!(!template.contains(&token), "the token is in the template");
+    assert!(!template.contains("opr_"), "a token is in the template");
+    let template_json: Value = serde_json::from_str(&template).expect("the stack is JSON");
+
     // The customer creates the stack.
     let outputs = customer.create_stack(&template, &token).await;
     let password = customer.create_secrets().await;
+    let token_secret = customer.create_token_secret(&template_json, &token).await;
     let runner_role = outputs["RunnerRoleArn"].clone();
     let instance = outputs["RunnerInstanceId"].clone();
     let runner_session = format!(
@@ -733,10 +804,14 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
     {
         customer.reput_inline_policies(role).await;
     }
+    // The runner role reads its token (the stack's `ReadRunnerToken`) until it has.
     customer
         .resource_star(
             runner_role.rsplit('/').next().unwrap(),
-            &["cloudformation:DescribeStacks"],
+            &[
+                "cloudformation:DescribeStacks",
+                "secretsmanager:GetSecretValue",
+            ],
         )
         .await;
     // Not the runner role's secret reads: Plans and drift checks read their secrets
@@ -774,18 +849,23 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
 
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    // As the user data starts it, plus the emulator's endpoint and the test's cluster.
-    let child = Command::new(outpost_binary())
-        .args([
-            "runner",
-            "--server",
-            cp.clients_url(),
-            "--certificate-authority",
-        ])
+    // The command line of the user data's unit, with CloudFormation's substitutions,
+    // plus the emulator's endpoint and the test's cluster.
+    let mut command = user_data_command(
+        &template_json,
+        &[
+            ("outpost", outpost_binary().to_str().unwrap()),
+            ("${ServerUrl}", cp.clients_url()),
+            ("${RunnerTokenSecret}", &token_secret),
+            ("${AWS::StackName}", STACK),
+            ("${AWS::Region}", REGION),
+            ("/var/lib/outpost", state.to_str().unwrap()),
+        ],
+    );
+    let child = command
+        .arg("--certificate-authority")
         .arg(&cp.tls.ca)
-        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
-        .arg(&state)
-        .args(["--stack", STACK, "--aws-region", REGION, "--aws-endpoint"])
+        .arg("--aws-endpoint")
         .arg(customer.moto.endpoint())
         .args(["--stack-refresh-seconds", "2"])
         .arg("--kubeconfig")
@@ -795,7 +875,7 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         .arg("--bwrap")
         .arg(on_path("bwrap"))
         .args(["--heartbeat-seconds", "1"])
-        .env("OUTPOST_RUNNER_TOKEN", token)
+        .env_remove("OUTPOST_RUNNER_TOKEN")
         .env("AWS_ACCESS_KEY_ID", credentials.access_key_id())
         .env("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key())
         .env("AWS_SESSION_TOKEN", credentials.session_token())
@@ -805,6 +885,57 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("outpost runner starts");
+    // What `ps` and the process's environment show: the secret's ARN, not the token.
+    // The kernel fills them in while it loads the binary, possibly after spawn returned.
+    let cmdline = eventually(10, "the runner's command line", async || {
+        let shown = std::fs::read(format!("/proc/{}/cmdline", child.id())).ok()?;
+        (!shown.is_empty()).then(|| String::from_utf8_lossy(&shown).into_owned())
+    })
+    .await;
+    let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+    assert!(cmdline.contains(&token_secret), "{cmdline}");
+    assert!(
+        !cmdline.contains(&token),
+        "the token is on the runner's command line"
+    );
+    assert!(
+        !String::from_utf8_lossy(&environ).contains(&token),
+        "the token is in the runner's environment"
+    );
+    let runner = Process::new(child);
+    // The runner registers with the token it read from Secrets Manager; the customer
+    // then revokes its read, which it no longer needs.
+    let runners: Api<Runner> = Api::namespaced(client.clone(), "default");
+    eventually(
+        120,
+        "the runner to register with the token from Secrets Manager",
+        async || runners.get_opt(INSTALL).await.ok().flatten(),
+    )
+    .await;
+    customer
+        .resource_star(
+            runner_role.rsplit('/').next().unwrap(),
+            &["cloudformation:DescribeStacks"],
+        )
+        .await;
+    // From now on the runner's credentials cannot read the token; what it has is in its
+    // memory (the install reaches Active in the tests that follow).
+    let runner_credentials = customer.moto.sdk(
+        credentials.access_key_id(),
+        credentials.secret_access_key(),
+        Some(credentials.session_token()),
+    );
+    let refused = aws_sdk_secretsmanager::Client::new(&runner_credentials)
+        .get_secret_value()
+        .secret_id(&token_secret)
+        .send()
+        .await
+        .expect_err("the revoked runner role reads the token");
+    assert_eq!(
+        refused.raw_response().map(|r| r.status().as_u16()),
+        Some(403),
+        "{refused:?}"
+    );
     Flow {
         plans: Api::namespaced(client, "default"),
         proxy,
@@ -812,7 +943,7 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         customer,
         cluster,
         _controllers: controllers,
-        _runner: Process::new(child),
+        _runner: runner,
         uid,
         password,
         role_trust,
@@ -984,6 +1115,98 @@ impl Flow {
             .filter_map(|e| e.spec.details.clone())
             .collect()
     }
+}
+
+/// `outpost runner --token-secret SECRET` as the user data starts it, with the access
+/// key `key` of the customer's account: its exit code and stderr. It must not get as far
+/// as creating its state dir.
+fn runner_reading_its_token(customer: &Customer, key: (&str, &str), secret: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let output = Command::new(outpost_binary())
+        .args(["runner", "--server", "https://127.0.0.1:1", "--install"])
+        .arg(format!("default/{INSTALL}"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args([
+            "--token-secret",
+            secret,
+            "--aws-region",
+            REGION,
+            "--aws-endpoint",
+        ])
+        .arg(customer.moto.endpoint())
+        .env_remove("OUTPOST_RUNNER_TOKEN")
+        .env("AWS_ACCESS_KEY_ID", key.0)
+        .env("AWS_SECRET_ACCESS_KEY", key.1)
+        .env_remove("AWS_SESSION_TOKEN")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("outpost runner runs");
+    assert!(!state.exists(), "the runner started without its token");
+    (
+        output.status.code().expect("the runner exits"),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_without_the_grant_cannot_read_the_token_and_no_runner_starts() {
+    let customer = Customer::start().await;
+    let token = "opr_default_globex_0123456789abcdef0123456789abcdef";
+    let secret = aws_sdk_secretsmanager::Client::new(&customer.admin)
+        .create_secret()
+        .name(format!("outpost-runner-token/default/{INSTALL}"))
+        .secret_string(token)
+        .send()
+        .await
+        .expect("CreateSecret");
+    let arn = secret.arn().unwrap();
+    // Another principal of the account, with no grant on the secret.
+    let iam = customer.iam();
+    iam.create_user()
+        .user_name("someone-else")
+        .send()
+        .await
+        .expect("CreateUser");
+    let key = iam
+        .create_access_key()
+        .user_name("someone-else")
+        .send()
+        .await
+        .expect("CreateAccessKey");
+    let key = key.access_key().unwrap();
+    let (code, stderr) = runner_reading_its_token(
+        &customer,
+        (key.access_key_id(), key.secret_access_key()),
+        arn,
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let refused = stderr
+        .lines()
+        .find_map(|line| {
+            line.split(&format!(
+                "Error: cannot read the runner token from AWS Secrets Manager secret {arn}: "
+            ))
+            .nth(1)
+        })
+        .unwrap_or_else(|| panic!("no refusal in:\n{stderr}"));
+    assert!(
+        refused.contains("AccessDenied") && refused.contains("user/someone-else"),
+        "{refused}"
+    );
+    assert!(!stderr.contains(token), "{stderr}");
+    // A secret that does not exist is named as such.
+    let (code, stderr) = runner_reading_its_token(
+        &customer,
+        (&customer.admin_key.0, &customer.admin_key.1),
+        "outpost-runner-token/default/nobody",
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("secret outpost-runner-token/default/nobody: ResourceNotFoundException"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

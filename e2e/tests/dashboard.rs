@@ -161,7 +161,8 @@ spec:
 
 fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {
     let child = Command::new(outpost_binary())
-        .args(["runner", "--server", &cp.url, "--token", token])
+        .args(["runner", "--server", &cp.url])
+        .env("OUTPOST_RUNNER_TOKEN", token)
         .arg("--certificate-authority")
         .arg(&cp.tls.ca)
         .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])

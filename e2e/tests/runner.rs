@@ -71,13 +71,7 @@ fn start_runner(
     extra: &[&str],
 ) -> Process {
     let child = Command::new(env!("CARGO_BIN_EXE_outpost-test-runner"))
-        .args([
-            "--server",
-            &cp.url,
-            "--token",
-            &runner_token(cp),
-            "--certificate-authority",
-        ])
+        .args(["--server", &cp.url, "--certificate-authority"])
         .arg(&cp.tls.ca)
         .args([
             "--install",
@@ -89,6 +83,7 @@ fn start_runner(
         .arg(&dirs.state)
         .args(["--heartbeat-seconds", "1"])
         .args(extra)
+        .env("OUTPOST_RUNNER_TOKEN", runner_token(cp))
         .env("OUTPOST_TEST_OUTPUT", &dirs.out)
         .envs(env.iter().copied())
         .env("RUST_LOG", "warn")

@@ -122,18 +122,11 @@ impl Account {
         region: Option<String>,
         endpoint: Option<String>,
     ) -> anyhow::Result<Self> {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http_client());
-        if let Some(region) = &region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(endpoint) = &endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        let config = loader.load().await;
+        let config = sdk_config(region, endpoint.clone()).await?;
         let region = config
             .region()
             .map(|r| r.to_string())
-            .ok_or_else(|| anyhow::anyhow!("no AWS region: pass --aws-region or set AWS_REGION"))?;
+            .expect("sdk_config refuses a configuration without a region");
         Ok(Self {
             config,
             stack_name,
@@ -312,18 +305,54 @@ pub fn http_client() -> aws_sdk_sts::config::SharedHttpClient {
         .build_https()
 }
 
-/// An SDK error as `Code: message`, or the transport failure.
-fn describe<E, R>(error: &aws_sdk_sts::error::SdkError<E, R>) -> String
+/// The runner's own SDK configuration: the default credential chain (on the VM: the
+/// instance role) and region, `region` (`--aws-region`) and `endpoint`
+/// (`--aws-endpoint`) overriding them.
+///
+/// # Errors
+///
+/// When no region is given or configured.
+pub async fn sdk_config(
+    region: Option<String>,
+    endpoint: Option<String>,
+) -> anyhow::Result<SdkConfig> {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http_client());
+    if let Some(region) = region {
+        loader = loader.region(Region::new(region));
+    }
+    if let Some(endpoint) = endpoint {
+        loader = loader.endpoint_url(endpoint);
+    }
+    let config = loader.load().await;
+    anyhow::ensure!(
+        config.region().is_some(),
+        "no AWS region: pass --aws-region or set AWS_REGION"
+    );
+    Ok(config)
+}
+
+/// An SDK error as `Code: message`; the HTTP status and the start of the answer when
+/// the service's error has no code the SDK could parse; or the transport failure.
+pub(crate) fn describe<E>(
+    error: &aws_sdk_sts::error::SdkError<E, aws_sdk_sts::config::http::HttpResponse>,
+) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
 {
     match error.as_service_error() {
-        Some(service) => format!(
-            "{}: {}",
-            service.code().unwrap_or("error"),
-            service.message().unwrap_or_default()
-        ),
+        Some(service) => match (service.code(), error.raw_response()) {
+            (None, Some(raw)) => {
+                let body = String::from_utf8_lossy(raw.body().bytes().unwrap_or_default());
+                let body: Vec<&str> = body.split_whitespace().collect();
+                let body: String = body.join(" ").chars().take(300).collect();
+                format!("HTTP {}: {body}", raw.status().as_u16())
+            }
+            (code, _) => format!(
+                "{}: {}",
+                code.unwrap_or("error"),
+                service.message().unwrap_or_default()
+            ),
+        },
         None => {
             let mut text = error.to_string();
             let mut source = std::error::Error::source(error);

@@ -28,6 +28,7 @@ pub mod secrets;
 pub mod session;
 pub mod settings;
 pub mod stack_report;
+pub mod token;
 pub mod worker;
 
 pub use audit::{AuditLog, Failure, Source, verify};

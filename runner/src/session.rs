@@ -24,6 +24,7 @@ use crate::identity::Identity;
 use crate::journal::Journal;
 use crate::secrets::{DirectorySecrets, NoSecrets, SecretSource, SecretsManagerSecrets};
 use crate::settings::RunnerArgs;
+use crate::token::{RunnerToken, TokenSource};
 
 /// The label naming a Plan's install.
 pub const INSTALL_LABEL: &str = "outpost.dev/install";
@@ -86,9 +87,10 @@ impl Session {
     }
 }
 
-/// A client for the `--server`s with `--token` and `--certificate-authority`. It uses one
-/// server at a time and moves to the next when that one fails ([`crate::failover`]).
-pub fn client(args: &RunnerArgs) -> anyhow::Result<kube_client::Client> {
+/// A client for the `--server`s with the runner's `token` and `--certificate-authority`.
+/// It uses one server at a time and moves to the next when that one fails
+/// ([`crate::failover`]).
+pub fn client(args: &RunnerArgs, token: &RunnerToken) -> anyhow::Result<kube_client::Client> {
     let (namespace, install) = args.install_ref();
     let runner = format!("{namespace}/{install}/{}", args.runner_name());
     let first = crate::failover::first_server(&runner, args.server.len());
@@ -104,7 +106,7 @@ pub fn client(args: &RunnerArgs) -> anyhow::Result<kube_client::Client> {
     let retry_in_place = servers.len() == 1;
     let failover = Failover::new(servers.clone(), |url| {
         let mut config = kube_client::Config::new(url.clone());
-        config.auth_info.token = Some(args.token.clone().into());
+        config.auth_info.token = Some(token.expose().to_owned().into());
         config.default_namespace = namespace.clone();
         config.read_timeout = Some(Duration::from_secs(30));
         config.root_cert = root_cert.clone().map(|der| vec![der]);
@@ -128,6 +130,8 @@ fn pem_to_der(path: &Path) -> anyhow::Result<Vec<u8>> {
 /// Runs the runner until the process is stopped: registers, heartbeats, watches the
 /// install's Plans and executes them one at a time with `executors`.
 pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<()> {
+    // The token first: without one nothing starts, and it is read before anything runs.
+    let token = TokenSource::of(&args)?.read(&args).await?;
     // Executors run tools (terraform, steps) in work dirs of their own: paths under the
     // state dir must not depend on the runner's working directory.
     args.state_dir = std::path::absolute(&args.state_dir)
@@ -138,7 +142,7 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
     let (namespace, install) = args.install_ref();
     let (namespace, install) = (namespace.to_owned(), install.to_owned());
     let name = args.runner_name().to_owned();
-    let client = client(&args)?;
+    let client = client(&args, &token)?;
     let journal = Journal::open(&args.state_dir)?;
     let audit = AuditLog::open(&args.state_dir, &install, &name, identity.clone())?;
     let aws = match &args.stack {

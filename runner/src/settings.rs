@@ -17,9 +17,13 @@ pub struct RunnerArgs {
     /// or its watch breaks. A load balancer in front of the replicas is one URL.
     #[arg(long, required = true, value_delimiter = ',', value_parser = server_url)]
     pub server: Vec<Uri>,
-    /// The runner's bearer token.
-    #[arg(long, env = "OUTPOST_RUNNER_TOKEN", hide_env_values = true)]
-    pub token: String,
+    /// ARN or name of the AWS Secrets Manager secret that holds the runner's token (the
+    /// install stack's `RunnerTokenSecretArn`), read once at start with the default
+    /// credential chain (on the VM: the instance role, the only principal the stack lets
+    /// read it). Without it the token comes from the `OUTPOST_RUNNER_TOKEN` environment
+    /// variable. The token itself is never taken on the command line, where `ps` shows it.
+    #[arg(long, value_name = "ARN")]
+    pub token_secret: Option<String>,
     /// PEM CA certificate of the API server.
     #[arg(long)]
     pub certificate_authority: Option<PathBuf>,
@@ -137,15 +141,7 @@ mod tests {
     }
 
     fn parse(args: &[&str]) -> Result<RunnerArgs, clap::Error> {
-        let base = [
-            "runner",
-            "--token",
-            "t",
-            "--install",
-            "default/acme",
-            "--state-dir",
-            "s",
-        ];
+        let base = ["runner", "--install", "default/acme", "--state-dir", "s"];
         Cli::try_parse_from(base.iter().chain(args)).map(|cli| cli.runner)
     }
 

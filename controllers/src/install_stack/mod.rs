@@ -4,13 +4,15 @@ mod logical_id;
 mod render;
 mod roles;
 mod runner;
+mod runner_token;
 mod secrets;
 mod stack_template;
 
 pub use render::{
     RenderRoleName, StackError, StackOptions, render_install_stack, role_external_id,
 };
-pub use runner::{RUNNER_STATE_DIR, SERVER_URL_PATTERN, TOKEN_PATTERN};
+pub use runner::{RUNNER_STATE_DIR, SERVER_URL_PATTERN};
+pub use runner_token::TOKEN_PATTERN;
 
 #[cfg(test)]
 mod tests;

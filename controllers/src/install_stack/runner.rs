@@ -2,6 +2,7 @@
 //! security group and the instance that starts `outpost runner`.
 
 use super::render::{StackContext, StackError};
+use super::runner_token;
 use super::stack_template::StackTemplate;
 use outpost_api::RunnerSettings;
 use serde_json::{Value, json};
@@ -12,10 +13,6 @@ pub const RUNNER_STATE_DIR: &str = "/var/lib/outpost";
 /// `AllowedPattern` of the `ServerUrl` parameter: https URLs, comma-separated, of
 /// characters that need no quoting in a shell or a systemd unit.
 pub const SERVER_URL_PATTERN: &str = "^https://[A-Za-z0-9.:/_~%-]+(,https://[A-Za-z0-9.:/_~%-]+)*$";
-
-/// `AllowedPattern` of the `RunnerToken` parameter: base64 and URL-safe
-/// characters, which need no quoting in a shell or a systemd unit.
-pub const TOKEN_PATTERN: &str = "^[A-Za-z0-9._~+/=-]+$";
 
 pub(super) const SERVER_URL_PARAMETER: &str = "ServerUrl";
 pub(super) const RUNNER_ROLE: &str = "RunnerInstanceRole";
@@ -63,16 +60,7 @@ pub(super) fn add_parameters(
                 "Description": "URL of the vendor's Outpost control plane the runner dials; several, comma-separated, for it to fail over between API server replicas",
             }),
         ),
-        (
-            "RunnerToken",
-            json!({
-                "Type": "String",
-                "NoEcho": true,
-                "MinLength": 16,
-                "AllowedPattern": TOKEN_PATTERN,
-                "Description": "The runner's token, given to you by the vendor",
-            }),
-        ),
+        (runner_token::TOKEN_PARAMETER, runner_token::parameter()),
         (
             "RunnerAmiId",
             json!({
@@ -143,6 +131,8 @@ pub(super) fn add_runner(
             "Resource": arns,
         }));
     }
+    // The runner reads its token at boot, and no other principal may.
+    statements.push(runner_token::add_secret(stack, context, RUNNER_ROLE)?);
     // The runner reads its own stack: enabled roles, outputs.
     statements.push(json!({
         "Sid": "ReadInstallStack",
@@ -263,13 +253,17 @@ pub(super) fn add_runner(
 }
 
 /// The UserData script, for `Fn::Sub`: installs and starts `outpost runner`
-/// as a systemd service. `${ServerUrl}`, `${RunnerToken}`, `${AWS::StackName}`
-/// and `${AWS::Region}` are substituted by CloudFormation; their `AllowedPattern`s keep them free of characters the
-/// shell or systemd would interpret. The script uses no `${` of its own.
+/// as a systemd service. `${ServerUrl}`, `${RunnerTokenSecret}` (the token's secret's
+/// ARN), `${AWS::StackName}` and `${AWS::Region}` are substituted by CloudFormation;
+/// `ServerUrl`'s `AllowedPattern` keeps it free of characters the shell or systemd would
+/// interpret, and the others are ARNs and names of such characters. The token itself is
+/// not in the script, the unit or the command line: the runner reads it from the secret
+/// with its instance role. The script uses no `${` of its own.
 fn user_data(context: &StackContext<'_>) -> String {
     let command = format!(
-        "outpost runner --server ${{ServerUrl}} --token ${{RunnerToken}} --install {} \
+        "outpost runner --server ${{ServerUrl}} --token-secret ${{{}}} --install {} \
          --state-dir {RUNNER_STATE_DIR} --stack ${{AWS::StackName}} --aws-region ${{AWS::Region}}",
+        runner_token::TOKEN_SECRET,
         context.install_ref()
     );
     [

@@ -263,6 +263,8 @@ fn flipping_a_switch_changes_which_roles_are_created() {
                 "RunnerInstanceProfile",
                 "RunnerInstanceRole",
                 "RunnerSecurityGroup",
+                "RunnerTokenSecret",
+                "RunnerTokenSecretPolicy",
                 "SecretApiKey",
                 "SecretDbPassword",
             ]
@@ -433,7 +435,7 @@ fn the_runner_has_no_ingress() {
 }
 
 #[test]
-fn the_runner_starts_with_a_no_echo_token() {
+fn the_runner_starts_with_the_arn_of_its_token_secret() {
     let stack = render(&example_app()).unwrap();
     let template = &stack.template;
     let token = &template["Parameters"]["RunnerToken"];
@@ -456,22 +458,42 @@ fn the_runner_starts_with_a_no_echo_token() {
         )])
     );
 
+    // The parameter goes into a secret of the customer's Secrets Manager, and only
+    // there.
+    let secret = &template["Resources"]["RunnerTokenSecret"];
+    assert_eq!(secret["Type"], "AWS::SecretsManager::Secret");
+    assert_eq!(
+        secret["Properties"]["Name"],
+        "outpost-runner-token/shop/acme"
+    );
+    assert_eq!(
+        secret["Properties"]["SecretString"],
+        json!({"Ref": "RunnerToken"})
+    );
+    assert_eq!(
+        references(template, "RunnerToken"),
+        ["Resources.RunnerTokenSecret.Properties.SecretString"]
+    );
+    assert_eq!(
+        template["Outputs"]["RunnerTokenSecretArn"]["Value"],
+        json!({"Ref": "RunnerTokenSecret"})
+    );
+
     let instance = &template["Resources"]["RunnerInstance"]["Properties"];
     assert_eq!(instance["ImageId"], json!({"Ref": "RunnerAmiId"}));
     assert_eq!(instance["SubnetId"], json!({"Ref": "RunnerSubnetId"}));
-    let script = instance["UserData"]["Fn::Base64"]["Fn::Sub"]
-        .as_str()
-        .unwrap();
+    let script = user_data(template);
     assert!(script.starts_with("#!/bin/bash\n"), "{script}");
     assert!(
         script.contains(
-            "outpost runner --server ${ServerUrl} --token ${RunnerToken} --install shop/acme \
+            "ExecStart=/usr/bin/env outpost runner --server ${ServerUrl} \
+             --token-secret ${RunnerTokenSecret} --install shop/acme \
              --state-dir /var/lib/outpost --stack ${AWS::StackName} --aws-region ${AWS::Region}\n"
         ),
         "{script}"
     );
-    // Every `${...}` in the script is a parameter or pseudo parameter CloudFormation
-    // substitutes.
+    // Every `${...}` in the script is a parameter, resource or pseudo parameter
+    // CloudFormation substitutes: the token's secret's ARN, never the token.
     let substituted: BTreeSet<&str> = script
         .split("${")
         .skip(1)
@@ -479,12 +501,137 @@ fn the_runner_starts_with_a_no_echo_token() {
         .collect();
     assert_eq!(
         substituted,
-        BTreeSet::from(["AWS::Region", "AWS::StackName", "RunnerToken", "ServerUrl"])
+        BTreeSet::from([
+            "AWS::Region",
+            "AWS::StackName",
+            "RunnerTokenSecret",
+            "ServerUrl"
+        ])
     );
     assert_eq!(
         template["Outputs"]["RunnerInstanceId"]["Value"],
         json!({"Ref": "RunnerInstance"})
     );
+}
+
+/// The runner VM's UserData script.
+fn user_data(template: &Value) -> &str {
+    template["Resources"]["RunnerInstance"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]
+        .as_str()
+        .expect("the UserData is an Fn::Sub string")
+}
+
+/// Where in `value` something refers to `id`, as dotted paths: `{"Ref": id}`,
+/// `{"Fn::GetAtt": [id, …]}` or `${id}` in an `Fn::Sub` string.
+fn references(value: &Value, id: &str) -> Vec<String> {
+    fn walk(value: &Value, id: &str, path: &str, found: &mut Vec<String>) {
+        let refers = match value {
+            Value::Object(map) => {
+                map.get("Ref").is_some_and(|r| r == id)
+                    || map.get("Fn::GetAtt").is_some_and(|a| a[0] == id)
+            }
+            Value::String(text) => text.contains(&format!("${{{id}}}")),
+            _ => false,
+        };
+        if refers {
+            found.push(path.trim_start_matches('.').to_owned());
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    walk(child, id, &format!("{path}.{key}"), found);
+                }
+            }
+            Value::Array(items) => {
+                for (at, child) in items.iter().enumerate() {
+                    walk(child, id, &format!("{path}.{at}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(value, id, "", &mut found);
+    found
+}
+
+#[test]
+fn no_token_is_in_the_user_data_or_a_default() {
+    let template = example_stack();
+    // What a runner token looks like (`opr_NS_NAME_…`, see the apiserver's
+    // `RunnerToken`), and what a token on the runner's command line would.
+    let script = user_data(&template);
+    for needle in ["opr_", "--token ", "RunnerToken}", "OUTPOST_RUNNER_TOKEN"] {
+        assert!(
+            !script.contains(needle),
+            "{needle:?} in the UserData:\n{script}"
+        );
+    }
+    for (name, parameter) in section(&template, "Parameters") {
+        if let Some(default) = parameter.get("Default") {
+            let default = default.to_string();
+            assert!(!default.contains("opr_"), "{name} defaults to {default}");
+        }
+    }
+    // Nothing else in the template refers to the parameter (the only `Ref` is the
+    // secret's value, checked above) or carries a token.
+    assert!(!template.to_string().contains("opr_"));
+}
+
+#[test]
+fn only_the_runner_role_can_read_the_token() {
+    let template = example_stack();
+    // The one statement that names the secret is the runner role's read.
+    assert_eq!(
+        references(&template, "RunnerTokenSecret"),
+        [
+            "Outputs.RunnerTokenSecretArn.Value",
+            "Resources.RunnerInstance.Properties.UserData.Fn::Base64.Fn::Sub",
+            "Resources.RunnerInstanceRole.Properties.Policies.0.PolicyDocument.Statement.2.Resource",
+            "Resources.RunnerTokenSecretPolicy.Properties.SecretId",
+        ]
+    );
+    let statement = &template["Resources"]["RunnerInstanceRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+        ["Statement"][2];
+    assert_eq!(
+        statement,
+        &json!({
+            "Sid": "ReadRunnerToken",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": {"Ref": "RunnerTokenSecret"},
+        })
+    );
+    // Every other principal is denied by the secret's resource policy, even one whose
+    // own policies allow everything (the provision role has AdministratorAccess).
+    let policy = &template["Resources"]["RunnerTokenSecretPolicy"]["Properties"];
+    assert_eq!(policy["BlockPublicPolicy"], true);
+    assert_eq!(
+        policy["ResourcePolicy"]["Statement"],
+        json!([{
+            "Sid": "OnlyTheRunnerReadsTheToken",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": "*",
+            "Condition": {
+                "ArnNotEquals": {"aws:PrincipalArn": {"Fn::GetAtt": ["RunnerInstanceRole", "Arn"]}},
+            },
+        }])
+    );
+    // The token's name is outside the install's secrets (`outpost/NS/NAME/…`), which
+    // the install's roles read and Plans name.
+    let name = template["Resources"]["RunnerTokenSecret"]["Properties"]["Name"]
+        .as_str()
+        .unwrap();
+    assert!(!name.starts_with("outpost/"), "{name}");
+    for (id, resource) in section(&template, "Resources") {
+        if id.starts_with("Secret") {
+            let declared = resource["Properties"]["Name"].as_str().unwrap();
+            assert!(declared.starts_with("outpost/shop/acme/"), "{declared}");
+        }
+    }
 }
 
 #[test]
