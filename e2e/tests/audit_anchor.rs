@@ -266,6 +266,19 @@ async fn lost_state_dir(backend: Backend) {
     let token = install_with_token(&cp).await;
     let dirs = Dirs::new();
     let first_state = dirs.root.join("state");
+    // An anchor inside the state dir would be lost with it: refused at start.
+    let refused = runner_command(&cp.url, &cp.tls.ca, &token, &first_state)
+        .arg("--anchor-dir")
+        .arg(first_state.join("anchor"))
+        .output()
+        .expect("outpost-runner runs");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("is inside --state-dir"), "{said}");
+    assert!(
+        !first_state.join("anchor").exists(),
+        "nothing was written there"
+    );
     let mut runner = start_runner(&cp, &token, &first_state, &dirs);
     run_plans(&plans, &["job-0"]).await;
     let before = settle(&first_state, &dirs, &mut runner).await;

@@ -144,6 +144,17 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         .with_context(|| format!("state dir {}", args.state_dir.display()))?;
     create_private_dir(&args.state_dir)?;
     refuse_paths_steps_see(&args)?;
+    if let Some(anchor) = &args.anchor_dir {
+        let anchor = std::path::absolute(anchor)
+            .with_context(|| format!("anchor dir {}", anchor.display()))?;
+        anyhow::ensure!(
+            !anchor.starts_with(&args.state_dir),
+            "--anchor-dir {} is inside --state-dir {}: the customer's anchor must outlive the \
+             state dir (a runner that lost its state continues from the checkpoint kept there)",
+            anchor.display(),
+            args.state_dir.display()
+        );
+    }
     let identity = Arc::new(Identity::load_or_create(&args.state_dir)?);
     let (namespace, install) = args.install_ref();
     let (namespace, install) = (namespace.to_owned(), install.to_owned());
