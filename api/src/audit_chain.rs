@@ -5,15 +5,19 @@
 //!   event's spec without `hash` and `signature`, so it covers `previousHash` and chains
 //!   the events.
 //! * `signature` is the runner key's ed25519 signature over the UTF-8 bytes of `hash`.
-
-use std::collections::BTreeMap;
+//!
+//! What verification trusts ([`Trust`]) comes from the customer's side
+//! ([`crate::audit_anchor`]): the runner's public keys and its newest checkpoint, so a
+//! log cut from the tail, re-signed with another key or continued after a lost state dir
+//! (`key-reset`, flagged) is named even though the control plane holds nothing else.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
 
-use crate::{AuditEventSpec, content_hash};
+use crate::audit_anchor::{Checkpoint, fingerprint};
+use crate::{AuditEventSpec, AuditEventType, content_hash};
 
 /// `sha256:<hex>` of the event's canonical JSON without `hash` and `signature`.
 pub fn event_hash(event: &AuditEventSpec) -> String {
@@ -42,10 +46,11 @@ pub fn verify_signature(public_key: &str, message: &[u8], signature: &str) -> Re
         .map_err(|_| "signature does not verify with the runner's public key".to_owned())
 }
 
-/// One event that fails verification, and why.
+/// One event that fails verification (or is flagged), and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    /// The event, as `<install>-<sequence>` (or where it was found).
+    /// The event, as `<install>-<sequence>`, a range `<install>-<a>..<install>-<b>`, or
+    /// where it was found.
     pub event: String,
     /// Why it fails.
     pub reason: String,
@@ -53,36 +58,69 @@ pub struct Failure {
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "event {}: {}", self.event, self.reason)
+        let noun = if self.event.contains("..") {
+            "events"
+        } else {
+            "event"
+        };
+        write!(f, "{noun} {}: {}", self.event, self.reason)
     }
 }
 
 /// Where the events being verified were read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source<'a> {
-    /// The runner's local file: events must appear in sequence order.
+    /// The runner's local file: events must appear in sequence order. A runner that
+    /// lost its state dir starts its file at the `key-reset` that continues the chain.
     Local,
     /// API objects, each with its object name, which must be `<install>-<sequence>`.
     Objects(&'a [String]),
 }
 
-/// Checks order, hash chain, signatures (against `keys`: runner name → public key) and
-/// gaps. Returns the number of events verified, or every failure found.
+/// What verification trusts: public keys and, when the customer keeps one, the
+/// runner's newest checkpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct Trust<'a> {
+    /// Public keys (base64) an event may be signed with. A `key-rotation` signed by one
+    /// of them adds the key it names, for the events after it.
+    pub keys: &'a [String],
+    /// The newest checkpoint, from the customer's side: the log must reach it.
+    pub checkpoint: Option<&'a Checkpoint>,
+}
+
+/// A log that verifies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// How many events verified.
+    pub events: usize,
+    /// Events that verify but that the customer must confirm: each `key-reset`.
+    pub flags: Vec<Failure>,
+}
+
+/// Checks order, hash chain, signatures (against `trust.keys`), gaps, key changes and
+/// the newest checkpoint. Returns what verified, or every failure found.
 pub fn verify(
     install: &str,
     events: &[AuditEventSpec],
     source: Source<'_>,
-    keys: &BTreeMap<String, String>,
-) -> Result<usize, Vec<Failure>> {
+    trust: &Trust<'_>,
+) -> Result<Verified, Vec<Failure>> {
     let mut failures = Vec::new();
+    let mut flags = Vec::new();
     let name = |seq: u64| format!("{install}-{seq}");
+    // A local copy restarted after a lost state dir begins at its key-reset.
+    let base = match (source, events.first()) {
+        (Source::Local, Some(first)) if first.type_ == AuditEventType::KeyReset => first.sequence,
+        _ => 0,
+    };
     // Order: where each event was found must match its sequence number.
     for (i, event) in events.iter().enumerate() {
+        let at = base + i as u64;
         match source {
-            Source::Local if event.sequence != i as u64 => failures.push(Failure {
+            Source::Local if event.sequence != at => failures.push(Failure {
                 event: name(event.sequence),
                 reason: format!(
-                    "out of order: found at position {i} of the log (line {}), expected sequence {i} there",
+                    "out of order: found at position {i} of the log (line {}), expected sequence {at} there",
                     i + 1
                 ),
             }),
@@ -102,17 +140,24 @@ pub fn verify(
             });
         }
     }
+    let mut keys: Vec<String> = trust.keys.to_vec();
     let mut sorted: Vec<&AuditEventSpec> = events.iter().collect();
     sorted.sort_by_key(|e| e.sequence);
-    let mut expected = 0u64;
+    let mut expected = base;
     let mut previous: Option<&AuditEventSpec> = None;
     for event in sorted {
         let this = name(event.sequence);
-        if event.sequence < expected {
+        let mut fail = |reason: String| {
             failures.push(Failure {
-                event: this,
-                reason: format!("sequence {} appears more than once", event.sequence),
-            });
+                event: this.clone(),
+                reason,
+            })
+        };
+        if event.sequence < expected {
+            fail(format!(
+                "sequence {} appears more than once",
+                event.sequence
+            ));
             continue;
         }
         if event.sequence > expected {
@@ -121,60 +166,201 @@ pub fn verify(
             } else {
                 format!("{} to {}", name(expected), name(event.sequence - 1))
             };
-            failures.push(Failure {
-                event: this.clone(),
-                reason: format!("gap before it: {missing} missing"),
-            });
+            fail(format!("gap before it: {missing} missing"));
             previous = None;
         }
         let hash = event_hash(event);
         if hash != event.hash {
-            failures.push(Failure {
-                event: this.clone(),
-                reason: format!(
-                    "content does not match its hash (stored {}, computed {hash}): edited",
-                    event.hash
-                ),
-            });
+            fail(format!(
+                "content does not match its hash (stored {}, computed {hash}): edited",
+                event.hash
+            ));
         }
         if let Some(previous) = previous
             && event.previous_hash.as_deref() != Some(previous.hash.as_str())
         {
-            failures.push(Failure {
-                event: this.clone(),
-                reason: format!(
-                    "previousHash does not match the hash of {}: chain broken",
-                    name(previous.sequence)
-                ),
-            });
+            fail(format!(
+                "previousHash does not match the hash of {}: chain broken",
+                name(previous.sequence)
+            ));
         }
         if event.sequence == 0 && event.previous_hash.is_some() {
-            failures.push(Failure {
-                event: this.clone(),
-                reason: "the first event has a previousHash".into(),
-            });
+            fail("the first event has a previousHash".into());
         }
-        match keys.get(&event.runner) {
-            None => failures.push(Failure {
-                event: this.clone(),
-                reason: format!("runner {:?} has no registered public key", event.runner),
-            }),
-            Some(key) => {
-                if let Err(reason) = verify_signature(key, event.hash.as_bytes(), &event.signature)
-                {
-                    failures.push(Failure {
-                        event: this.clone(),
-                        reason,
-                    });
-                }
-            }
+        match signed_by(&keys, event) {
+            Err(reason) => fail(reason),
+            Ok(key) => match key_change(install, event, key, trust) {
+                Ok(KeyChange::None) => {}
+                Ok(KeyChange::Rotated(new)) => keys.push(new),
+                Ok(KeyChange::Reset(reason)) => flags.push(Failure {
+                    event: this.clone(),
+                    reason,
+                }),
+                Err(reason) => fail(reason),
+            },
         }
         expected = event.sequence + 1;
         previous = Some(event);
     }
+    if let Some(checkpoint) = trust.checkpoint {
+        failures.extend(against_checkpoint(install, events, checkpoint, &keys));
+    }
     if failures.is_empty() {
-        Ok(events.len())
+        Ok(Verified {
+            events: events.len(),
+            flags,
+        })
     } else {
         Err(failures)
     }
+}
+
+/// The key of `keys` whose signature `event` carries.
+fn signed_by<'k>(keys: &'k [String], event: &AuditEventSpec) -> Result<&'k str, String> {
+    if keys.is_empty() {
+        return Err(format!(
+            "no trusted public key to check runner {:?}'s signature with",
+            event.runner
+        ));
+    }
+    keys.iter()
+        .find(|key| verify_signature(key, event.hash.as_bytes(), &event.signature).is_ok())
+        .map(String::as_str)
+        .ok_or_else(|| {
+            format!(
+                "signature does not verify with the trusted public key(s) ({}): not signed by the runner",
+                keys.iter().map(|k| fingerprint(k)).collect::<Vec<_>>().join(", ")
+            )
+        })
+}
+
+enum KeyChange {
+    None,
+    /// A `key-rotation` signed by a trusted key: the new key is trusted after it.
+    Rotated(String),
+    /// A `key-reset`: why the customer must confirm it.
+    Reset(String),
+}
+
+/// What a `key-rotation` or `key-reset` event (signed by `key`) changes.
+fn key_change(
+    install: &str,
+    event: &AuditEventSpec,
+    key: &str,
+    trust: &Trust<'_>,
+) -> Result<KeyChange, String> {
+    let detail = |field: &str| {
+        event
+            .details
+            .as_ref()
+            .and_then(|d| d.get(field))
+            .and_then(Value::as_str)
+    };
+    match event.type_ {
+        AuditEventType::KeyRotation => {
+            let new = detail("newPublicKey")
+                .filter(|k| crate::runner::is_ed25519_public_key(k))
+                .ok_or("a key-rotation without details.newPublicKey")?;
+            Ok(KeyChange::Rotated(new.to_owned()))
+        }
+        AuditEventType::KeyReset => {
+            if detail("publicKey") != Some(key) {
+                return Err("a key-reset not signed by the key it announces".into());
+            }
+            // The reset says which checkpoint the runner found on the customer's side:
+            // continuing from before it means events it had signed were cut.
+            let said = event
+                .details
+                .as_ref()
+                .and_then(|d| d.pointer("/checkpoint/sequence"))
+                .and_then(Value::as_u64);
+            let continues = event.sequence.checked_sub(1);
+            if let Some(said) = said
+                && continues.is_none_or(|c| c < said)
+            {
+                return Err(format!(
+                    "a key-reset that continues from {} although the runner's checkpoint had reached {}: {} cut before the reset",
+                    continues.map_or("nothing".to_owned(), |c| format!("{install}-{c}")),
+                    format_args!("{install}-{said}"),
+                    range(install, event.sequence, said)
+                ));
+            }
+            let known = trust.keys.iter().any(|k| k == key);
+            Ok(KeyChange::Reset(format!(
+                "key-reset: runner {:?} lost its state dir and signs with a new key {} from here on ({}); \
+                 nothing proves it is the same runner — confirm with whoever runs it before trusting the events after it",
+                event.runner,
+                fingerprint(key),
+                if known {
+                    "the key is among the trusted keys"
+                } else {
+                    "the key is NOT among the trusted keys"
+                }
+            )))
+        }
+        _ => Ok(KeyChange::None),
+    }
+}
+
+/// `<install>-<a>` or `<install>-<a>..<install>-<b>`.
+fn range(install: &str, from: u64, to: u64) -> String {
+    if from == to {
+        format!("{install}-{from}")
+    } else {
+        format!("{install}-{from}..{install}-{to}")
+    }
+}
+
+/// Whether the log reaches `checkpoint` and holds the event it names.
+fn against_checkpoint(
+    install: &str,
+    events: &[AuditEventSpec],
+    checkpoint: &Checkpoint,
+    keys: &[String],
+) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    let at = &checkpoint.timestamp;
+    if let Err(reason) = checkpoint.verify(keys) {
+        failures.push(Failure {
+            event: "checkpoint".into(),
+            reason,
+        });
+        return failures;
+    }
+    if checkpoint.install != install {
+        failures.push(Failure {
+            event: "checkpoint".into(),
+            reason: format!("is of install {:?}", checkpoint.install),
+        });
+        return failures;
+    }
+    let head = events.iter().map(|e| e.sequence).max();
+    match head {
+        Some(head) if head >= checkpoint.sequence => {}
+        _ => {
+            let from = head.map_or(0, |h| h + 1);
+            let ends = head.map_or("the log is empty".to_owned(), |h| {
+                format!("the log ends at {install}-{h}")
+            });
+            failures.push(Failure {
+                event: range(install, from, checkpoint.sequence),
+                reason: format!(
+                    "missing: {ends} but the runner's checkpoint at {at} says {install}-{}: cut from the tail (or not shipped yet)",
+                    checkpoint.sequence
+                ),
+            });
+        }
+    }
+    if let Some(event) = events.iter().find(|e| e.sequence == checkpoint.sequence)
+        && event.hash != checkpoint.hash
+    {
+        failures.push(Failure {
+            event: format!("{install}-{}", event.sequence),
+            reason: format!(
+                "is not the event the runner's checkpoint at {at} names (hash {}): replaced",
+                checkpoint.hash
+            ),
+        });
+    }
+    failures
 }

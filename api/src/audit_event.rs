@@ -89,6 +89,16 @@ pub enum AuditEventType {
     Drift,
     /// The runner refused a Plan (stale, disabled role, denied).
     Refuse,
+    /// The runner moved to a new signing key; signed by the old key, `details.newPublicKey`
+    /// names the new one, which signs the events after it.
+    #[serde(rename = "key-rotation")]
+    KeyRotation,
+    /// A runner that lost its state dir (and so its key) continues the chain with a new
+    /// key: signed by that key (`details.publicKey`), linked to the control plane's head,
+    /// `details.checkpoint` the newest checkpoint it found on the customer's side.
+    /// Verification flags it for the customer to confirm.
+    #[serde(rename = "key-reset")]
+    KeyReset,
 }
 
 impl Validate for AuditEvent {

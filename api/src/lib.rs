@@ -13,6 +13,7 @@
 
 pub mod action;
 pub mod app;
+pub mod audit_anchor;
 pub mod audit_chain;
 pub mod audit_event;
 pub mod component;

@@ -345,6 +345,9 @@ async fn start_runner(
         .arg(cluster_kubeconfig)
         .arg("--secrets-dir")
         .arg(&secrets)
+        // The customer's trust anchor: `outpost audit verify --key DATA/runner/anchor/public-keys`.
+        .arg("--anchor-dir")
+        .arg(home.join("anchor"))
         .env("OUTPOST_RUNNER_TOKEN", token)
         .env(
             "RUST_LOG",

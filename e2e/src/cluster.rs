@@ -268,6 +268,35 @@ impl ControlPlane {
         self.start_again().await;
     }
 
+    /// Runs `edit` on the store the server runs on, opened directly as someone with
+    /// access to it (the vendor, or an attacker on the vendor's side) would, going around
+    /// the API. Stop the server first for the embedded store: its file is locked while
+    /// open; it is closed again before this returns.
+    pub async fn edit_store(&self, edit: impl AsyncFnOnce(&dyn outpost_apiserver::storage::Store)) {
+        use outpost_apiserver::storage::{EmbeddedStore, StoreLocation};
+        let location: StoreLocation = self
+            .args
+            .store
+            .parse()
+            .expect("the server's --store parses");
+        match location {
+            StoreLocation::Embedded(dir) => {
+                let store = EmbeddedStore::open(&dir, Default::default())
+                    .await
+                    .expect("the embedded store opens (is the server stopped?)");
+                edit(&store).await;
+                store.close().await.expect("the embedded store closes");
+            }
+            etcd => {
+                let store = etcd
+                    .open(Default::default())
+                    .await
+                    .expect("etcd is reachable");
+                edit(store.as_ref()).await;
+            }
+        }
+    }
+
     /// Stops the server (SIGKILL); [`ControlPlane::start_again`] brings it back.
     pub fn stop(&mut self) {
         let _ = self.child.kill();

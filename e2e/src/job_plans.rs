@@ -101,8 +101,19 @@ pub fn step_runs(state: &Path) -> BTreeMap<String, usize> {
     counts
 }
 
-/// `outpost audit verify default/acme` as the admin: (exit code, output).
+/// `outpost audit verify default/acme` as the admin, trusting the keys of the control
+/// plane's Runner objects: (exit code, the verdict it printed).
 pub fn audit_verify(cp: &ControlPlane) -> (i32, String) {
+    let (code, stdout, _warning) = audit_verify_trusting(cp, &["--trust-control-plane".as_ref()]);
+    (code, stdout)
+}
+
+/// `outpost audit verify default/acme` as the admin with `trust` (`--key FILE`,
+/// `--checkpoint FILE`, `--trust-control-plane`, or nothing): (exit code, stdout, stderr).
+pub fn audit_verify_trusting(
+    cp: &ControlPlane,
+    trust: &[&std::ffi::OsStr],
+) -> (i32, String, String) {
     let output = Command::new(outpost_binary())
         .args([
             "audit",
@@ -111,12 +122,13 @@ pub fn audit_verify(cp: &ControlPlane) -> (i32, String) {
             "--kubeconfig",
         ])
         .arg(cp.kubeconfig(&cp.admin_token))
+        .args(trust)
         .output()
         .expect("outpost audit verify runs");
     (
         output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
 

@@ -895,9 +895,29 @@ async fn stack_and_audit_verify_take_an_install_by_name_in_the_namespace() {
         "{elsewhere}"
     );
     // No runner has signed anything for acme yet; an unknown install is an error.
-    let verified = fleet.ok(&["audit", "verify", "acme"]);
+    let verified = fleet.ok(&["audit", "verify", "acme", "--trust-control-plane"]);
     assert_eq!(verified.stdout, "0 events verified\n");
-    let unknown = fleet.fails(&["audit", "verify", "nope", "-n", "other"]);
+    assert!(
+        verified
+            .stderr
+            .contains("warning: trusting the public keys of the control plane's Runner objects"),
+        "{verified:?}"
+    );
+    // Without a trust anchor it refuses, and says which to give.
+    let refused = fleet.fails(&["audit", "verify", "acme"]);
+    assert!(
+        refused.contains("no trust anchor: give --key FILE")
+            && refused.contains("--trust-control-plane"),
+        "{refused}"
+    );
+    let unknown = fleet.fails(&[
+        "audit",
+        "verify",
+        "nope",
+        "-n",
+        "other",
+        "--trust-control-plane",
+    ]);
     assert!(
         unknown.contains("install other/nope not found")
             && unknown.contains("outpost status -n other"),

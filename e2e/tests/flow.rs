@@ -219,6 +219,7 @@ impl Flow {
                     "--kubeconfig",
                 ])
                 .arg(self.cp.kubeconfig(&self.cp.admin_token))
+                .arg("--trust-control-plane")
                 .output()
                 .expect("outpost audit verify runs");
             let out = String::from_utf8_lossy(&output.stdout);

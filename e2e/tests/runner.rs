@@ -163,7 +163,8 @@ fn applies(out: &Path) -> BTreeMap<String, usize> {
     counts
 }
 
-/// Runs `outpost audit verify` as the admin: (exit code, stdout).
+/// Runs `outpost audit verify` as the admin, trusting the control plane's Runner keys:
+/// (exit code, stdout).
 fn audit_verify(cp: &ControlPlane, local: Option<&Path>) -> (i32, String) {
     let mut command = Command::new(outpost_binary());
     command
@@ -173,15 +174,15 @@ fn audit_verify(cp: &ControlPlane, local: Option<&Path>) -> (i32, String) {
             &format!("default/{INSTALL}"),
             "--kubeconfig",
         ])
-        .arg(cp.kubeconfig(&cp.admin_token));
+        .arg(cp.kubeconfig(&cp.admin_token))
+        .arg("--trust-control-plane");
     if let Some(dir) = local {
         command.arg("--local").arg(dir);
     }
     let output = command.output().expect("outpost audit verify runs");
     (
         output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
     )
 }
 

@@ -46,6 +46,11 @@ pub struct AuditLog {
     path: PathBuf,
     file: File,
     events: Vec<AuditEventSpec>,
+    /// Sequence of the first event of the local copy: 0, or where a runner that lost
+    /// its state dir continued the chain ([`AuditLog::continue_after`]).
+    base: u64,
+    /// The hash the first event links to when the local copy continues a chain.
+    continues: Option<String>,
 }
 
 impl AuditLog {
@@ -73,8 +78,27 @@ impl AuditLog {
             identity,
             path,
             file,
+            base: events.first().map_or(0, |e| e.sequence),
+            continues: events.first().and_then(|e| e.previous_hash.clone()),
             events,
         })
+    }
+
+    /// Continues the chain after `head` (the newest event the control plane holds) when
+    /// the local copy is empty: a runner that lost its state dir. Its next event must be
+    /// the `key-reset` that says so.
+    pub fn continue_after(&mut self, head: &AuditEventSpec) {
+        assert!(
+            self.events.is_empty(),
+            "only an empty local audit log continues another's chain"
+        );
+        self.base = head.sequence + 1;
+        self.continues = Some(head.hash.clone());
+    }
+
+    /// The newest event, if any.
+    pub fn head(&self) -> Option<&AuditEventSpec> {
+        self.events.last()
     }
 
     /// Appends one signed event to the local copy (fsync'd) and returns it.
@@ -87,14 +111,17 @@ impl AuditLog {
         let mut event = AuditEventSpec {
             install: self.install.clone(),
             runner: self.runner.clone(),
-            sequence: self.events.len() as u64,
+            sequence: self.base + self.events.len() as u64,
             timestamp: Time(jiff::Timestamp::now()),
             type_,
             plan: subject.plan,
             entity: subject.entity,
             role: subject.role,
             details,
-            previous_hash: self.events.last().map(|e| e.hash.clone()),
+            previous_hash: match self.events.last() {
+                Some(last) => Some(last.hash.clone()),
+                None => self.continues.clone(),
+            },
             hash: String::new(),
             signature: String::new(),
         };
@@ -110,7 +137,8 @@ impl AuditLog {
         Ok(event)
     }
 
-    /// Every event of the local copy, from sequence 0.
+    /// Every event of the local copy, from its first (sequence 0 unless it continues a
+    /// chain).
     pub fn events(&self) -> &[AuditEventSpec] {
         &self.events
     }

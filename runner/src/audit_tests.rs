@@ -1,18 +1,12 @@
 use super::*;
+use outpost_api::audit_chain::Trust;
 use serde_json::json;
-use std::collections::BTreeMap;
 
-/// A log of `n` events in a temp dir, and the key map to verify it.
-fn log(
-    n: usize,
-) -> (
-    tempfile::TempDir,
-    Vec<AuditEventSpec>,
-    BTreeMap<String, String>,
-) {
+/// A log of `n` events in a temp dir, and the keys to verify it.
+fn log(n: usize) -> (tempfile::TempDir, Vec<AuditEventSpec>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let identity = Arc::new(Identity::load_or_create(dir.path()).unwrap());
-    let keys = BTreeMap::from([("acme".to_owned(), identity.public_key())]);
+    let keys = vec![identity.public_key()];
     let mut audit = AuditLog::open(dir.path(), "acme", "acme", identity).unwrap();
     for i in 0..n {
         let subject = Subject {
@@ -27,7 +21,24 @@ fn log(
     (dir, events, keys)
 }
 
-fn failing(result: Result<usize, Vec<Failure>>) -> Vec<String> {
+/// [`verify`] trusting `keys`, without a checkpoint.
+fn verify(
+    install: &str,
+    events: &[AuditEventSpec],
+    source: Source<'_>,
+    keys: &[String],
+) -> Result<usize, Vec<Failure>> {
+    let trust = Trust {
+        keys,
+        checkpoint: None,
+    };
+    super::verify(install, events, source, &trust).map(|v| {
+        assert_eq!(v.flags, [], "no key-reset in these logs");
+        v.events
+    })
+}
+
+fn failing<T: std::fmt::Debug>(result: Result<T, Vec<Failure>>) -> Vec<String> {
     result
         .expect_err("verification should fail")
         .into_iter()
@@ -125,8 +136,11 @@ fn another_key_does_not_verify() {
     let (_dir, events, _) = log(2);
     let other = tempfile::tempdir().unwrap();
     let stranger = Identity::load_or_create(other.path()).unwrap();
-    let keys = BTreeMap::from([("acme".to_owned(), stranger.public_key())]);
+    let keys = vec![stranger.public_key()];
     let failures = failing(verify("acme", &events, Source::Local, &keys));
     assert_eq!(failures.len(), 2);
     assert!(failures[0].contains("signature does not verify"));
 }
+
+#[path = "audit_anchor_tests.rs"]
+mod anchor;

@@ -8,6 +8,7 @@
 //! The runner never depends on the apiserver crate: it is a plain Kubernetes client.
 //! How it recovers after a crash is described in `RECOVERY.md`.
 
+pub mod anchor;
 pub mod audit;
 pub mod aws;
 pub mod claim;

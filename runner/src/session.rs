@@ -61,6 +61,8 @@ pub struct Session {
     pub to_report: Notify,
     /// Wakes the audit shipper (an event was recorded).
     pub to_ship: Notify,
+    /// Wakes the checkpoint writer (an event was recorded).
+    pub to_checkpoint: Notify,
     /// Drift baselines and the reports owed.
     pub drift: crate::drift::Drift,
     /// The install's vendor Policies as last read: used while the control plane is away.
@@ -84,6 +86,14 @@ impl Session {
             .append(type_, subject, details)
             .expect("the audit log in the state dir is writable");
         self.to_ship.notify_one();
+        self.to_checkpoint.notify_one();
+    }
+
+    /// A signed checkpoint of the audit log's head; `None` while it is empty.
+    pub fn checkpoint(&self) -> Option<outpost_api::audit_anchor::Checkpoint> {
+        let audit = self.audit.lock().expect("audit lock is never poisoned");
+        let head = audit.head()?;
+        Some(crate::anchor::sign_checkpoint(&self.identity, head))
     }
 }
 
@@ -138,13 +148,44 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         .with_context(|| format!("state dir {}", args.state_dir.display()))?;
     create_private_dir(&args.state_dir)?;
     refuse_paths_steps_see(&args)?;
+    if let Some(anchor) = &args.anchor_dir {
+        let anchor = std::path::absolute(anchor)
+            .with_context(|| format!("anchor dir {}", anchor.display()))?;
+        anyhow::ensure!(
+            !anchor.starts_with(&args.state_dir),
+            "--anchor-dir {} is inside --state-dir {}: the customer's anchor must outlive the \
+             state dir (a runner that lost its state continues from the checkpoint kept there)",
+            anchor.display(),
+            args.state_dir.display()
+        );
+    }
     let identity = Arc::new(Identity::load_or_create(&args.state_dir)?);
     let (namespace, install) = args.install_ref();
     let (namespace, install) = (namespace.to_owned(), install.to_owned());
     let name = args.runner_name().to_owned();
+    if identity.is_new() {
+        println!(
+            "outpost-runner: new signing key; public key {}",
+            identity.public_key()
+        );
+    }
+    let anchor = args
+        .anchor_dir
+        .as_deref()
+        .map(crate::anchor::Anchor::open)
+        .transpose()?
+        .map(Arc::new);
+    if let Some(anchor) = &anchor {
+        anchor.publish_key(&identity.public_key())?;
+    }
     let client = client(&args, &token)?;
     let journal = Journal::open(&args.state_dir)?;
-    let audit = AuditLog::open(&args.state_dir, &install, &name, identity.clone())?;
+    let mut audit = AuditLog::open(&args.state_dir, &install, &name, identity.clone())?;
+    let events: Api<AuditEvent> = Api::namespaced(client.clone(), &namespace);
+    let reset = match audit.events().is_empty() {
+        true => continue_chain(&events, &install, &mut audit, anchor.as_deref()).await,
+        false => None,
+    };
     let aws = match &args.stack {
         Some(stack) => Some(
             crate::aws::Account::load(
@@ -172,7 +213,7 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         install: install.clone(),
         name: name.clone(),
         plans: plans.clone(),
-        audit_events: Api::namespaced(client.clone(), &namespace),
+        audit_events: events,
         runners: Api::namespaced(client.clone(), &namespace),
         store,
         journal: Mutex::new(journal),
@@ -182,6 +223,7 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         plans_changed: Notify::new(),
         to_report: Notify::new(),
         to_ship: Notify::new(),
+        to_checkpoint: Notify::new(),
         drift: crate::drift::Drift::open(&args.state_dir)?,
         vendor_policies: Mutex::default(),
         aws,
@@ -189,6 +231,12 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         identity,
         args,
     });
+    if let Some(details) = reset {
+        let mut details = details;
+        details["publicKey"] = json!(session.identity.public_key());
+        tracing::warn!(%details, "the state dir had no audit log: continuing the install's chain with a new key (key-reset)");
+        session.audit(AuditEventType::KeyReset, Subject::default(), details);
+    }
     session.audit(
         AuditEventType::Register,
         Subject::default(),
@@ -217,7 +265,12 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
                 std::future::ready(())
             })
     };
+    let checkpoints = match anchor {
+        Some(anchor) => tokio::spawn(crate::anchor::keep_checkpoints(session.clone(), anchor)),
+        None => tokio::spawn(futures::future::pending()),
+    };
     let tasks = [
+        checkpoints,
         tokio::spawn(watch),
         tokio::spawn(register_and_heartbeat(session.clone())),
         tokio::spawn(crate::report::report_plans(session.clone())),
@@ -230,6 +283,48 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
     let (result, _, _) = futures::future::select_all(tasks).await;
     result.context("a runner task panicked")?;
     anyhow::bail!("a runner task stopped")
+}
+
+/// When the local audit log is empty, the install's chain may still exist in the control
+/// plane: this runner lost its state dir (and its key). Reads the chain's head there
+/// (retrying until the control plane answers) and continues after it; returns the
+/// details of the `key-reset` to record first, `None` for a chain that starts here.
+async fn continue_chain(
+    events: &Api<AuditEvent>,
+    install: &str,
+    audit: &mut AuditLog,
+    anchor: Option<&crate::anchor::Anchor>,
+) -> Option<serde_json::Value> {
+    let params = kube_client::api::ListParams::default().fields(&format!("spec.install={install}"));
+    let listed = loop {
+        match crate::retry::retry(3, || events.list(&params)).await {
+            Ok(listed) => break listed,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the install's audit log head; retrying");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    let head = listed
+        .items
+        .into_iter()
+        .map(|e| e.spec)
+        .max_by_key(|e| e.sequence)?;
+    let checkpoint = anchor.and_then(|a| match a.checkpoint() {
+        Ok(checkpoint) => checkpoint,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the customer-side checkpoint");
+            None
+        }
+    });
+    audit.continue_after(&head);
+    Some(json!({
+        "reason": "the runner's state dir had no audit log (and no key): a new key continues the chain",
+        "continuesFrom": {"sequence": head.sequence, "hash": head.hash},
+        "checkpoint": checkpoint.map(|c| json!({
+            "sequence": c.sequence, "hash": c.hash, "timestamp": c.timestamp, "publicKey": c.public_key,
+        })),
+    }))
 }
 
 /// Job steps see the host's system directories ([`crate::executor::job::sandbox`]): the

@@ -70,6 +70,16 @@ pub struct RunnerArgs {
     /// Seconds between reads of the install stack (enabled roles, outputs).
     #[arg(long, default_value_t = 60)]
     pub stack_refresh_seconds: u64,
+    /// The customer's trust anchor for the audit log: a directory the customer controls
+    /// and the vendor cannot write, outside the state dir. The runner appends its public
+    /// key to `DIR/public-keys` (what `outpost audit verify --key` reads) and keeps its
+    /// newest signed checkpoint in `DIR/checkpoint.json`.
+    #[arg(long)]
+    pub anchor_dir: Option<PathBuf>,
+    /// Seconds between audit checkpoints when no event is recorded (one is also written
+    /// after every event).
+    #[arg(long, default_value_t = 60)]
+    pub checkpoint_seconds: u64,
     /// Seconds between heartbeats.
     #[arg(long, default_value_t = 10)]
     pub heartbeat_seconds: u64,

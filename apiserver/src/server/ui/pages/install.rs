@@ -2,14 +2,13 @@
 //! enables, components with their deployed release, the timeline of Plans, drift with a
 //! side-by-side field diff, and the audit log with its verification badge.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::response::Response;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, html};
-use outpost_api::audit_chain::{Source, verify};
+use outpost_api::audit_chain::{Source, Trust, verify};
 use outpost_api::{
     Action, App, AuditEvent, Component, DriftReport, EntityKind, EntityRef, Install, InstallStack,
     Plan, Runner, TriggerKind,
@@ -288,26 +287,27 @@ fn drift_card(report: &DriftReport, namespace: &str, now: &Time) -> Markup {
 }
 
 fn audit_card(install: &str, runners: &[&Runner], events: &[&AuditEvent], now: &Time) -> Markup {
-    let keys: BTreeMap<String, String> = runners
-        .iter()
-        .map(|r| {
-            (
-                r.metadata.name.clone().unwrap_or_default(),
-                r.spec.public_key.clone(),
-            )
-        })
-        .collect();
+    // The dashboard is the control plane's view: it checks against the Runner objects'
+    // keys. The customer's own trust anchor is `outpost audit verify --key`.
+    let keys: Vec<String> = runners.iter().map(|r| r.spec.public_key.clone()).collect();
     let names: Vec<String> = events
         .iter()
         .map(|e| e.metadata.name.clone().unwrap_or_default())
         .collect();
     let specs: Vec<_> = events.iter().map(|e| e.spec.clone()).collect();
-    let verdict = verify(install, &specs, Source::Objects(&names), &keys);
+    let trust = Trust {
+        keys: &keys,
+        checkpoint: None,
+    };
+    let verdict = verify(install, &specs, Source::Objects(&names), &trust);
     html! {
         div.card #audit {
             p {
                 @match &verdict {
-                    Ok(n) => { span.pill.ok #audit-badge data-verified="true" { "verified" } " " (n) " events: hash chain and runner signatures check out" }
+                    Ok(v) => {
+                        span.pill.ok #audit-badge data-verified="true" { "verified" } " " (v.events) " events: hash chain and signatures by the registered runner keys check out"
+                        @if !v.flags.is_empty() { ul { @for f in &v.flags { li { "FLAGGED " (f) } } } }
+                    }
                     Err(failures) => {
                         span.pill.bad #audit-badge data-verified="false" { "broken" } " " (failures.len()) " failure(s)"
                         ul { @for f in failures { li { (f) } } }
