@@ -16,6 +16,10 @@
 //! provisioner appends the resource's id to `created.log` in the component's work dir and
 //! sleeps: a line there says terraform is applying, and the test kills the runner a
 //! moment later. Some Plans are killed a second time during their resumed apply.
+//!
+//! Also: an approved apply cut and a resource changed out of band before the restart
+//! makes the runner ask again (outside the approval); Kubernetes applies cut by a kill
+//! resume too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -77,6 +81,8 @@ struct Site {
     log: PathBuf,
     /// Plan name → component name.
     plans: BTreeMap<String, String>,
+    /// The stand-in cluster the runner applies Kubernetes components to.
+    kubeconfig: Option<PathBuf>,
 }
 
 impl Site {
@@ -88,9 +94,11 @@ impl Site {
             .unwrap();
         let mut command =
             install_runner_command(&self.install, &cp.url, &cp.tls.ca, &self.token, &self.state);
+        command.arg("--terraform").arg(on_path("terraform"));
+        if let Some(kubeconfig) = &self.kubeconfig {
+            command.arg("--kubeconfig").arg(kubeconfig);
+        }
         command
-            .arg("--terraform")
-            .arg(on_path("terraform"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log);
@@ -299,6 +307,7 @@ async fn runners_killed_mid_apply_resume_every_plan_to_succeeded_applied_once() 
             install: name,
             prompt,
             token,
+            kubeconfig: None,
         };
         for (plan, component) in &site.plans {
             ready(&plans, &site.install, plan, component, &source).await;
@@ -418,6 +427,7 @@ async fn a_resumed_apply_beyond_the_approval_asks_again() {
         state: dir.path().join("state"),
         log: dir.path().join("runner.log"),
         plans: BTreeMap::from([("r0-deploy-c0".to_owned(), "c0".to_owned())]),
+        kubeconfig: None,
     };
     let name = "r0-deploy-c0";
     ready(&plans, &site.install, name, "c0", &source).await;
@@ -504,4 +514,106 @@ async fn a_resumed_apply_beyond_the_approval_asks_again() {
         (applies.get(name).map(Vec::len) == Some(1)).then_some(())
     })
     .await;
+}
+
+/// ConfigMaps per Kubernetes component: enough server-side applies that a kill soon after
+/// `applying` is journaled lands among them.
+const CONFIG_MAPS: usize = 60;
+
+/// Kubernetes components (a stand-in cluster): the runner is killed a random moment
+/// (up to 150 ms) after it journals `applying` for each of 6 Plans, each applying
+/// [`CONFIG_MAPS`] ConfigMaps, and restarted. A Plan whose apply the kill cut (the
+/// journal still says `applying`) re-plans — the objects already written show no change,
+/// the rest are still created — and finishes: `Succeeded`, reason `Resumed`, one
+/// `apply` event saying `resumed: true`; every ConfigMap of every component is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_applies_cut_by_a_kill_resume() {
+    let cp = Arc::new(ControlPlane::start(Backend::Embedded).await);
+    let cluster = ControlPlane::start_standin_cluster().await;
+    let plans: Api<Plan> = Api::namespaced(cp.client().await, "default");
+    let dir = tempfile::tempdir().unwrap();
+    create_app(&cp).await;
+    let site = Site {
+        install: "k0".into(),
+        prompt: false,
+        token: install(&cp, "k0", false).await,
+        state: dir.path().join("state"),
+        log: dir.path().join("runner.log"),
+        plans: (0..6)
+            .map(|p| (format!("k0-deploy-m{p}"), format!("m{p}")))
+            .collect(),
+        kubeconfig: Some(cluster.kubeconfig(&cluster.admin_token)),
+    };
+    for (name, component) in &site.plans {
+        let content: String = (0..CONFIG_MAPS)
+            .map(|i| {
+                format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {component}-{i}\ndata:\n  n: \"{i}\"\n")
+            })
+            .collect();
+        let desired = json!({"app": "shop", "type": "kubernetes_manifest",
+            "manifest": {"namespace": "shop", "content": content}});
+        ready_plan(&plans, &site.install, name, component, desired, json!([])).await;
+    }
+    let mut runner = site.start(&cp);
+    let mut cut = BTreeMap::new();
+    for name in site.plans.keys() {
+        let applying = async || matches!(site.stage(name), Some(Stage::Applying { .. }));
+        eventually(120, &format!("{name} to be applying"), async || {
+            applying().await.then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 150)).await;
+        runner.kill();
+        cut.insert(name.clone(), applying().await);
+        runner = site.start(&cp);
+    }
+    eventually(120, "every plan to be final", async || {
+        let items = plans.list(&ListParams::default()).await.ok()?.items;
+        items
+            .iter()
+            .all(|p| phase(p).is_some_and(PlanPhase::is_terminal))
+            .then_some(())
+    })
+    .await;
+    eventually(60, "every audit event to be shipped", async || {
+        let shipped = std::fs::read_to_string(site.state.join("audit.shipped")).ok()?;
+        (shipped.trim() == local_events(&site.state).to_string()).then_some(())
+    })
+    .await;
+    let applies = audited_applies(&cp).await;
+    let kubectl = cluster.kubectl();
+    for (name, component) in &site.plans {
+        let status = plans.get(name).await.unwrap().status.unwrap();
+        assert_eq!(
+            status.phase,
+            Some(PlanPhase::Succeeded),
+            "{name}: {status:?}"
+        );
+        let events = applies.get(name).cloned().unwrap_or_default();
+        assert_eq!(
+            events.len(),
+            1,
+            "{name}: one apply in the audit log: {events:?}"
+        );
+        if cut[name] {
+            assert_eq!(
+                status.reason.as_deref(),
+                Some("Resumed"),
+                "{name}: {status:?}"
+            );
+            assert_eq!(events[0]["resumed"], true, "{name}: {}", events[0]);
+        }
+        let names = kubectl.ok(&["get", "configmaps", "-n", "shop", "-o", "name"]);
+        let mine = names
+            .lines()
+            .filter(|l| l.starts_with(&format!("configmap/{component}-")))
+            .count();
+        assert_eq!(mine, CONFIG_MAPS, "{name}: its ConfigMaps");
+    }
+    let resumed = cut.values().filter(|c| **c).count();
+    println!(
+        "{resumed} of {} kubernetes applies cut and resumed",
+        cut.len()
+    );
+    assert!(resumed > 0, "no kill landed during an apply");
 }
