@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use kube_client::api::{Api, Patch, PatchParams, PostParams};
-use outpost_api::Plan;
+use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use outpost_api::{AuditEvent, AuditEventType, Plan};
 use serde_json::json;
 
 use crate::{ControlPlane, outpost_binary, runner_binary};
@@ -22,39 +22,108 @@ pub const INSTALL: &str = "acme";
 /// once), and mints the install's runner token with
 /// `outpost token`, as an admin would.
 pub async fn install_with_token(cp: &ControlPlane) -> String {
-    let json = [("content-type", "application/json")];
+    create_app(cp).await;
+    create_install(cp, INSTALL, "approve-all").await
+}
+
+/// Creates App `shop` as an admin would.
+pub async fn create_app(cp: &ControlPlane) {
     let app = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "App",
         "metadata": {"name": "shop"},
         "spec": {"permissions": {"roles": [{"name": "acme-maintenance", "type": "maintenance"}]}}});
+    admin_create(cp, "apps", app).await;
+}
+
+/// Creates Install `name` of App `shop` with `approval_mode` as an admin would, and
+/// mints its runner token with `outpost token`.
+pub async fn create_install(cp: &ControlPlane, name: &str, approval_mode: &str) -> String {
     let install = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
-        "metadata": {"name": INSTALL},
-        "spec": {"app": "shop", "approvalMode": "approve-all",
+        "metadata": {"name": name},
+        "spec": {"app": "shop", "approvalMode": approval_mode,
                  "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}}});
+    admin_create(cp, "installs", install).await;
+    cp.mint_runner_token(&format!("default/{name}"))
+}
+
+async fn admin_create(cp: &ControlPlane, plural: &str, object: serde_json::Value) {
+    let json = [("content-type", "application/json")];
     let base = "/apis/outpost.dev/v1alpha1/namespaces/default";
-    for (plural, object) in [("apps", app), ("installs", install)] {
-        let reply = cp
-            .raw(
-                Some(&cp.admin_token),
-                "POST",
-                &format!("{base}/{plural}"),
-                &json,
-                object.to_string(),
-            )
-            .await;
-        assert_eq!(reply.status, 201, "creating {plural}: {}", reply.text);
-    }
-    cp.mint_runner_token(&format!("default/{INSTALL}"))
+    let reply = cp
+        .raw(
+            Some(&cp.admin_token),
+            "POST",
+            &format!("{base}/{plural}"),
+            &json,
+            object.to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "creating {plural}: {}", reply.text);
+}
+
+/// Creates Plan `name` deploying component `entity` of `install` with `desired`, and
+/// passes it as the gate would: `Ready`, role `acme-maintenance`, and `verdicts`.
+pub async fn ready_plan(
+    plans: &Api<Plan>,
+    install: &str,
+    name: &str,
+    entity: &str,
+    desired: serde_json::Value,
+    verdicts: serde_json::Value,
+) {
+    pending_plan(plans, install, name, entity, desired).await;
+    let status = json!({"status": {"phase": "Ready",
+        "role": {"name": "acme-maintenance", "level": "default"},
+        "verdicts": verdicts}});
+    plans
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// Creates Plan `name` deploying component `entity` of `install` with `desired`, and
+/// leaves it `Pending` (as the gate has not seen it yet).
+pub async fn pending_plan(
+    plans: &Api<Plan>,
+    install: &str,
+    name: &str,
+    entity: &str,
+    desired: serde_json::Value,
+) {
+    let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "spec": {"install": install, "operation": "deploy",
+                 "entity": {"kind": "component", "name": entity},
+                 "contentHash": outpost_api::content_hash(&desired),
+                 "desiredState": desired}});
+    plans
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(plan).unwrap(),
+        )
+        .await
+        .unwrap();
 }
 
 /// `outpost-runner` for install `acme` dialling `servers` (one URL, or several
 /// comma-separated) with `token`, trusting `ca`, its state in `state`, job steps under
 /// bubblewrap and a heartbeat every second. The caller sets its output and spawns it.
 pub fn runner_command(servers: &str, ca: &Path, token: &str, state: &Path) -> Command {
+    install_runner_command(INSTALL, servers, ca, token, state)
+}
+
+/// [`runner_command`] for install `install` (of namespace `default`).
+pub fn install_runner_command(
+    install: &str,
+    servers: &str,
+    ca: &Path,
+    token: &str,
+    state: &Path,
+) -> Command {
     let mut command = Command::new(runner_binary());
     command
         .args(["--server", servers, "--certificate-authority"])
         .arg(ca)
-        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
+        .args(["--install", &format!("default/{install}"), "--state-dir"])
         .arg(state)
         .args(["--bwrap", "bwrap", "--heartbeat-seconds", "1"])
         .env("OUTPOST_RUNNER_TOKEN", token);
@@ -193,4 +262,21 @@ pub fn audit_event_body(
         "spec": spec,
     })
     .to_string()
+}
+
+/// The details of every successful `apply` event the control plane holds (a failed apply's
+/// event says `failed`), by Plan.
+pub async fn audited_applies(cp: &ControlPlane) -> BTreeMap<String, Vec<serde_json::Value>> {
+    let events: Api<AuditEvent> = Api::namespaced(cp.client().await, "default");
+    let mut applies = BTreeMap::<String, Vec<serde_json::Value>>::new();
+    for event in events.list(&ListParams::default()).await.unwrap().items {
+        let details = event.spec.details.unwrap_or_default();
+        if event.spec.type_ == AuditEventType::Apply && details.get("failed").is_none() {
+            applies
+                .entry(event.spec.plan.unwrap_or_default())
+                .or_default()
+                .push(details);
+        }
+    }
+    applies
 }

@@ -20,11 +20,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use kube_client::api::{Api, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, Patch, PatchParams};
 use outpost_api::{ChangeAction, Install, Plan, PlanPhase};
 use outpost_e2e::approve::approve;
 use outpost_e2e::browser::Browser;
-use outpost_e2e::job_plans::{INSTALL, install_with_token, runner_command};
+use outpost_e2e::job_plans::{
+    INSTALL, install_with_token, pending_plan, ready_plan, runner_command,
+};
 use outpost_e2e::{Backend, ControlPlane, Process, eventually, on_path};
 use serde_json::{Value, json};
 
@@ -85,44 +87,13 @@ impl Runner {
     /// Creates Plan `name` deploying component `entity` with `desired`, and passes it
     /// as the gate would: `Ready`, its role, and `verdicts`.
     async fn ready(&self, name: &str, entity: &str, desired: Value, verdicts: Value) {
-        let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-            "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
-            "spec": {"install": INSTALL, "operation": "deploy",
-                     "entity": {"kind": "component", "name": entity},
-                     "contentHash": outpost_api::content_hash(&desired),
-                     "desiredState": desired}});
-        self.plans
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(plan).unwrap(),
-            )
-            .await
-            .unwrap();
-        let status = json!({"status": {"phase": "Ready",
-            "role": {"name": "acme-maintenance", "level": "default"},
-            "verdicts": verdicts}});
-        self.plans
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-            .await
-            .unwrap();
+        ready_plan(&self.plans, INSTALL, name, entity, desired, verdicts).await;
     }
 
     /// Creates Plan `name` for component `entity` and leaves it `Pending` (no gate runs
     /// in these tests, so the runner never sees it).
     async fn pending(&self, name: &str, entity: &str, desired: Value) {
-        let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-            "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
-            "spec": {"install": INSTALL, "operation": "deploy",
-                     "entity": {"kind": "component", "name": entity},
-                     "contentHash": outpost_api::content_hash(&desired),
-                     "desiredState": desired}});
-        self.plans
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(plan).unwrap(),
-            )
-            .await
-            .unwrap();
+        pending_plan(&self.plans, INSTALL, name, entity, desired).await;
     }
 
     /// Plan `name` once it is in `phase` and `check` holds (120 s at most); a Plan that

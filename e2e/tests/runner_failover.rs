@@ -13,10 +13,10 @@ use std::process::Stdio;
 
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams};
-use outpost_api::{AuditEvent, AuditEventType, Install, InstallPhase, Plan, PlanPhase, Runner};
+use outpost_api::{Install, InstallPhase, Plan, PlanPhase, Runner};
 use outpost_e2e::job_plans::{
-    INSTALL, approved_job_plan, audit_verify, install_with_token, local_events, runner_command,
-    step_runs,
+    INSTALL, approved_job_plan, audit_verify, audited_applies, install_with_token, local_events,
+    runner_command, step_runs,
 };
 use outpost_e2e::shop::runnable_app;
 use outpost_e2e::{
@@ -171,22 +171,11 @@ async fn applied_once_and_audited(cp: &ControlPlane, state: &Path, plans: &[Plan
         (code == 0 && out.trim() == format!("{expected} events verified")).then_some(())
     })
     .await;
-    let events: Api<AuditEvent> = Api::namespaced(cp.client().await, "default");
-    let mut applies = BTreeMap::<String, usize>::new();
-    for event in events.list(&ListParams::default()).await.unwrap().items {
-        let failed = event
-            .spec
-            .details
-            .as_ref()
-            .is_some_and(|d| d.get("failed").is_some());
-        if event.spec.type_ == AuditEventType::Apply && !failed {
-            *applies.entry(event.spec.plan.unwrap()).or_default() += 1;
-        }
-    }
+    let applies = audited_applies(cp).await;
     for plan in plans {
         assert_eq!(
-            applies.get(&plan.name_any()),
-            Some(&1),
+            applies.get(&plan.name_any()).map(Vec::len),
+            Some(1),
             "{}: one apply in the audit log",
             plan.name_any()
         );

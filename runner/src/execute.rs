@@ -2,9 +2,11 @@
 //! policies, then: no changes → `Succeeded` (`NoChanges`, nothing applied); a person must
 //! approve (the install's `prompt` mode, an `approve` policy) → `AwaitingApproval` with
 //! the diff, which is saved by its hash; else apply and outputs. An approved Plan applies
-//! exactly the saved diff, or plans again and asks again if live state moved. Every transition is journaled before it is acted on and
-//! audited; the result is journaled and reported by the reporter, so it survives the
-//! control plane being away and the runner being killed.
+//! exactly the saved diff, or plans again and asks again if live state moved. An apply cut
+//! by a kill is resumed: planned again against live state and finished when the re-plan
+//! is within what was cleared ([`crate::plan_diff::within`]). Every transition is
+//! journaled before it is acted on and audited; the result is journaled and reported by
+//! the reporter, so it survives the control plane being away and the runner being killed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,7 +26,8 @@ use crate::journal::Stage;
 use crate::secrets::{SecretSource, SecretsManagerSecrets};
 use crate::session::Session;
 
-/// The reason a Plan fails with when the runner died during its apply and the re-plan
+/// The reason a Plan fails with when the runner died during its apply, its executor does
+/// not resume (a job's steps: [`crate::executor::Executor::resumable`]) and the re-plan
 /// still shows changes: applying again could do a step twice.
 pub const INTERRUPTED: &str = "interrupted during apply; re-plan required";
 
@@ -36,7 +39,8 @@ pub enum Resume {
     /// Claimed from `Approved` (phase `Applying`), nothing applied: apply the saved diff a
     /// person approved if live state has not moved, else plan again and ask again.
     Approved,
-    /// The runner died during apply: re-plan; apply only if nothing is left to change.
+    /// The runner died during apply: re-plan against live state and finish the apply
+    /// within what it was cleared to do (`RECOVERY.md`).
     Interrupted,
 }
 
@@ -45,6 +49,11 @@ pub const NO_CHANGES: &str = "NoChanges";
 /// The reason of a Plan that asks again: live state moved after the approval (or the
 /// approved diff is gone), so the runner planned again.
 pub const REPLANNED: &str = "Replanned";
+/// The reason of a Plan whose apply was cut (the runner killed during it) and resumed by
+/// a re-plan against live state: `Succeeded`, the re-plan was applied (within what was
+/// cleared); `AwaitingApproval`, the re-plan needs a person (outside what a person
+/// approved, or a person is needed as for a fresh Plan).
+pub const RESUMED: &str = "Resumed";
 
 /// How a Plan's execution ended, short of failing.
 enum Outcome {
@@ -79,22 +88,24 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
     // The secret values resolved for this Plan, masked in all it reports until it is
     // journaled (`crate::mask`).
     let held = session.masks.hold();
-    let audited = match resume {
-        Resume::Interrupted => audited_outputs(session, &name),
+    let cut = match resume {
+        Resume::Interrupted => Some(cut_apply(session, &uid)),
         Resume::Claimed | Resume::Approved => None,
     };
-    let result = match audited {
-        Some(outputs) => {
+    let audited = cut.as_ref().and_then(|_| audited_outputs(session, &name));
+    let result = match (audited, cut) {
+        (Some(outputs), cut) => {
             tracing::info!(plan = %name, "the apply had completed and was audited before the runner stopped");
             // Its printed output went with the process; the outputs are in the audit log.
+            // An approved Plan keeps the diff it shows; another reports what it applied.
             Ok(Outcome::Applied {
                 outputs,
                 log: String::new(),
-                diff: None,
+                diff: cut.filter(|c| !c.approved).and_then(|c| c.cleared),
                 reason: None,
             })
         }
-        None => run(session, &plan, resume, &subject, &held).await,
+        (None, cut) => run(session, &plan, resume, cut, &subject, &held).await,
     };
     let stage = match result {
         Ok(Outcome::Applied {
@@ -133,9 +144,11 @@ pub async fn execute(session: &Session, plan: Plan, resume: Resume) {
 }
 
 /// The outputs of the Plan's apply if the audit log shows that apply completed after the
-/// Plan's last claim: the runner stopped after auditing the outputs and before
-/// journaling them, so the Plan is done and must not be re-planned (a job would fail as
-/// interrupted although it ran to completion).
+/// Plan's last claim (a successful `apply` event, which carries them): the runner stopped
+/// after auditing the apply and before journaling it, so the Plan is done and must not be
+/// re-planned (a job would fail as interrupted although it ran to completion, and a
+/// resumed apply would be audited twice). An `apply` event of an older runner has no
+/// outputs; its `outputs` event, written right after, has them.
 fn audited_outputs(session: &Session, plan: &str) -> Option<BTreeMap<String, Value>> {
     let audit = session
         .audit
@@ -146,14 +159,50 @@ fn audited_outputs(session: &Session, plan: &str) -> Option<BTreeMap<String, Val
     let claimed = events
         .iter()
         .rposition(|e| about(&e) && e.type_ == AuditEventType::Claim)?;
-    let outputs = events[claimed..]
-        .iter()
-        .filter(about)
-        .find(|e| e.type_ == AuditEventType::Outputs)?
-        .details
-        .as_ref()?
-        .get("outputs")?;
+    let mut since = events[claimed..].iter().filter(about);
+    let applied = since.find(|e| {
+        e.type_ == AuditEventType::Apply
+            && e.details
+                .as_ref()
+                .is_some_and(|d| d.get("failed").is_none())
+    })?;
+    let outputs = match applied.details.as_ref().and_then(|d| d.get("outputs")) {
+        Some(outputs) => outputs,
+        None => since
+            .find(|e| e.type_ == AuditEventType::Outputs)?
+            .details
+            .as_ref()?
+            .get("outputs")?,
+    };
     serde_json::from_value(outputs.clone()).ok()
+}
+
+/// What the journal says of an apply the runner was killed during.
+struct Cut {
+    /// The diff it was cleared to apply (masked as journaled).
+    cleared: Option<PlanDiff>,
+    /// Whether a person approved `cleared`.
+    approved: bool,
+}
+
+/// The cut apply of the Plan with `uid`, from its journaled `applying` stage.
+fn cut_apply(session: &Session, uid: &str) -> Cut {
+    let journal = session
+        .journal
+        .lock()
+        .expect("journal lock is never poisoned");
+    match journal.stage(uid) {
+        Some(Stage::Applying {
+            cleared, approved, ..
+        }) => Cut {
+            cleared: cleared.as_deref().cloned(),
+            approved: *approved,
+        },
+        _ => Cut {
+            cleared: None,
+            approved: false,
+        },
+    }
 }
 
 /// Why a Plan failed, and whether the runner refused it (rather than trying and failing).
@@ -180,6 +229,7 @@ async fn run(
     session: &Session,
     plan: &Plan,
     resume: Resume,
+    cut: Option<Cut>,
     subject: &Subject,
     held: &crate::mask::Held<'_>,
 ) -> Result<Outcome, Failure> {
@@ -218,13 +268,18 @@ async fn run(
     let (vendor, prompt) = read_vendor_policies(session).await?;
 
     let mut replanned = false;
-    if resume == Resume::Approved {
-        match apply_approved(session, plan, executor.as_ref(), &ctx, &type_name, subject).await? {
-            Some(outcome) => return Ok(outcome),
-            None => replanned = true,
+    match resume {
+        Resume::Approved => {
+            match apply_approved(session, plan, executor.as_ref(), &ctx, &type_name, subject)
+                .await?
+            {
+                Some(outcome) => return Ok(outcome),
+                None => replanned = true,
+            }
         }
-    } else {
-        set_planning(session, &name).await;
+        Resume::Claimed => set_planning(session, &name).await,
+        // The Plan is `Planning` (or `Applying`, approved) already.
+        Resume::Interrupted => {}
     }
 
     let diff = tokio::time::timeout(ctx.timeout, executor.plan(&ctx))
@@ -232,13 +287,26 @@ async fn run(
         .map_err(|_| failed(format!("plan timed out after {:?}", ctx.timeout)))?
         .map_err(|e| failed(format!("plan failed: {e:#}")))?;
     let mut plan_diff = crate::plan_diff::plan_diff(&diff);
-    session.audit(
-        AuditEventType::Plan,
-        subject.clone(),
-        json!({"executor": type_name, "summary": diff.summary, "changes": diff.changes,
-               "diffHash": plan_diff.hash, "replanned": replanned}),
-    );
-    if resume == Resume::Interrupted && diff.changes {
+    // A resumed apply is held to what its first attempt was cleared to apply (journaled
+    // masked, so compared masked).
+    let within = cut.as_ref().map(|cut| match &cut.cleared {
+        Some(cleared) => crate::plan_diff::within(
+            &crate::journal::mask_diff(&session.masks.current(), &plan_diff),
+            cleared,
+        ),
+        None => Err("the journal holds no cleared diff for the cut apply".to_owned()),
+    });
+    let mut planned = json!({"executor": type_name, "summary": diff.summary,
+        "changes": diff.changes, "diffHash": plan_diff.hash, "replanned": replanned});
+    if let Some(within) = &within {
+        planned["resumed"] = json!(true);
+        planned["withinCleared"] = json!(within.is_ok());
+        if let Err(why) = within {
+            planned["outside"] = json!(why);
+        }
+    }
+    session.audit(AuditEventType::Plan, subject.clone(), planned);
+    if cut.is_some() && diff.changes && !executor.resumable() {
         return Err(failed(INTERRUPTED));
     }
     plan_diff.verdicts = vendor_policies(session, vendor, &diff, subject)?;
@@ -257,6 +325,20 @@ async fn run(
                 ))
             })?
             .map_err(|e| failed(format!("reading live state failed: {e:#}")))?;
+        if let Some(cut) = cut {
+            // The cut apply had completed: its one `apply` event is written now.
+            let reported = resumed_diff(plan, &cut, true, &plan_diff);
+            let cleared = Clearance::carried(cut, &plan_diff);
+            audit_apply(session, subject, &diff, &cleared, true, &current);
+            record_outputs(session, plan, &ctx, &type_name, &current, subject);
+            forget_approved(&ctx, &cleared);
+            return Ok(Outcome::Applied {
+                outputs: current.outputs,
+                log: current.log,
+                diff: reported,
+                reason: Some(RESUMED.to_owned()),
+            });
+        }
         record_outputs(session, plan, &ctx, &type_name, &current, subject);
         return Ok(Outcome::Applied {
             outputs: current.outputs,
@@ -269,28 +351,108 @@ async fn run(
         .status
         .as_ref()
         .is_some_and(|s| s.verdicts.iter().any(|v| v.approval_required));
-    if resume != Resume::Interrupted
-        && (replanned || prompt || gate_asks || plan_diff.approval_required())
-    {
+    let needs_person = replanned || prompt || gate_asks || plan_diff.approval_required();
+    // A resumed apply a person approved finishes only within that approval; one that
+    // needed nobody goes by the rules a fresh Plan would.
+    let ask = match (&cut, &within) {
+        (Some(cut), Some(within)) if cut.approved => within.is_err(),
+        _ => needs_person,
+    };
+    if ask {
         save_diff(&ctx, &plan_diff.hash, &diff).map_err(failed)?;
         session.audit(
             AuditEventType::Plan,
             subject.clone(),
             json!({"awaitingApproval": true, "diffHash": plan_diff.hash}),
         );
+        let reason = match (&cut, replanned) {
+            (Some(_), _) => Some(RESUMED.to_owned()),
+            (None, true) => Some(REPLANNED.to_owned()),
+            (None, false) => None,
+        };
         return Ok(Outcome::Awaiting {
             diff: plan_diff,
-            reason: replanned.then(|| REPLANNED.to_owned()),
+            reason,
         });
     }
-    let applied = apply(session, executor.as_ref(), &ctx, &diff, resume, subject).await?;
+    let (cleared, reported, reason) = match cut {
+        None => (
+            Clearance {
+                diff: plan_diff.clone(),
+                approved: false,
+            },
+            Some(plan_diff),
+            None,
+        ),
+        Some(cut) => {
+            let is_within = within.as_ref().is_some_and(Result::is_ok);
+            let reported = resumed_diff(plan, &cut, is_within, &plan_diff);
+            (
+                Clearance::carried(cut, &plan_diff),
+                reported,
+                Some(RESUMED.to_owned()),
+            )
+        }
+    };
+    let resumed = reason.is_some();
+    let applied = apply(
+        session,
+        executor.as_ref(),
+        &ctx,
+        &diff,
+        &cleared,
+        resumed,
+        subject,
+    )
+    .await?;
     record_outputs(session, plan, &ctx, &type_name, &applied, subject);
+    forget_approved(&ctx, &cleared);
     Ok(Outcome::Applied {
         outputs: applied.outputs,
         log: applied.log,
-        diff: Some(plan_diff),
-        reason: None,
+        diff: reported,
+        reason,
     })
+}
+
+/// What an apply is cleared to do, journaled with it (`applying`).
+struct Clearance {
+    /// The diff a person approved, or the policies passed.
+    diff: PlanDiff,
+    /// Whether a person approved it.
+    approved: bool,
+}
+
+impl Clearance {
+    /// A resumed apply's clearance: its first attempt's, kept through any number of cuts
+    /// (the re-plan's, where an older runner journaled none).
+    fn carried(cut: Cut, replan: &PlanDiff) -> Self {
+        Clearance {
+            diff: cut.cleared.unwrap_or_else(|| replan.clone()),
+            approved: cut.approved,
+        }
+    }
+}
+
+/// The diff a resumed Plan reports with its result: an approved Plan keeps the one it
+/// shows (the approval binds to it); another reports the diff it was cleared to apply
+/// when the re-plan stayed within it (the whole of what the Plan did), else the re-plan.
+fn resumed_diff(plan: &Plan, cut: &Cut, within: bool, replan: &PlanDiff) -> Option<PlanDiff> {
+    let shown = plan.status.as_ref().and_then(|s| s.diff.clone());
+    if cut.approved {
+        return shown.or_else(|| cut.cleared.clone());
+    }
+    match (&cut.cleared, within) {
+        (Some(cleared), true) => Some(cleared.clone()),
+        _ => Some(replan.clone()),
+    }
+}
+
+/// Drops the saved diff of a resumed apply's approval: it is applied now.
+fn forget_approved(ctx: &StepContext, cleared: &Clearance) {
+    if cleared.approved {
+        forget_diff(ctx, &cleared.diff.hash);
+    }
 }
 
 /// Applies the saved diff a person approved, if it is still what live state would get:
@@ -335,7 +497,11 @@ async fn apply_approved(
         Ok(Some(moved)) => return why_not(moved.to_string()),
         Err(e) => return Err(failed(format!("cannot read live state: {e:#}"))),
     }
-    match apply(session, executor, ctx, &saved, Resume::Approved, subject).await {
+    let cleared = Clearance {
+        diff: shown.clone(),
+        approved: true,
+    };
+    match apply(session, executor, ctx, &saved, &cleared, false, subject).await {
         Ok(applied) => {
             forget_diff(ctx, &approved);
             record_outputs(session, plan, ctx, type_name, &applied, subject);
@@ -371,15 +537,23 @@ impl From<ApplyError> for Failure {
     }
 }
 
-/// Journals `applying`, then applies `diff` and audits it.
+/// Journals `applying` (with what the apply is cleared to do), then applies `diff` and
+/// audits it; `resumed`: the Plan's first apply was cut (the runner killed during it) and
+/// this finishes it.
 async fn apply(
     session: &Session,
     executor: &dyn Executor,
     ctx: &StepContext,
     diff: &Diff,
-    resume: Resume,
+    cleared: &Clearance,
+    resumed: bool,
     subject: &Subject,
 ) -> Result<Applied, ApplyError> {
+    let applying = Stage::Applying {
+        summary: diff.summary.clone(),
+        cleared: Some(Box::new(cleared.diff.clone())),
+        approved: cleared.approved,
+    };
     session
         .journal
         .lock()
@@ -387,9 +561,7 @@ async fn apply(
         .record(
             &ctx.plan,
             &ctx.plan_uid,
-            Stage::Applying {
-                summary: diff.summary.clone(),
-            },
+            applying.masked(&session.masks.current()),
         )
         .expect("the journal in the state dir is writable");
     let applied = tokio::time::timeout(ctx.timeout, executor.apply(ctx, diff))
@@ -401,19 +573,44 @@ async fn apply(
             Ok(moved) => ApplyError::Moved(moved),
             Err(e) => ApplyError::Failed(failed(format!("apply failed: {e:#}"))),
         })?;
+    audit_apply(session, subject, diff, cleared, resumed, &applied);
+    Ok(applied)
+}
+
+/// The Plan's one `apply` event, written when its apply completed: what was applied
+/// (`summary`, `changes`), whether a person `approved` it, the `outputs` (so that a
+/// runner killed right after this event knows the apply completed and reports them),
+/// and the executor's details. A resumed apply (the first attempt was cut, which wrote
+/// no `apply` event) says `resumed: true` and names the cut apply's cleared diff
+/// (`cut: {diffHash, summary}`); what it applied is the re-plan (`changes: false` when
+/// the cut apply had completed all of it).
+fn audit_apply(
+    session: &Session,
+    subject: &Subject,
+    diff: &Diff,
+    cleared: &Clearance,
+    resumed: bool,
+    applied: &Applied,
+) {
     let mut details = applied.audit.clone();
     details.extend([
         ("summary".to_owned(), json!(diff.summary)),
         ("changes".to_owned(), json!(diff.changes)),
-        ("resumed".to_owned(), json!(resume == Resume::Interrupted)),
-        ("approved".to_owned(), json!(resume == Resume::Approved)),
+        ("resumed".to_owned(), json!(resumed)),
+        ("approved".to_owned(), json!(cleared.approved)),
+        ("outputs".to_owned(), json!(applied.outputs)),
     ]);
+    if resumed {
+        details.insert(
+            "cut".to_owned(),
+            json!({"diffHash": cleared.diff.hash, "summary": cleared.diff.summary}),
+        );
+    }
     session.audit(
         AuditEventType::Apply,
         subject.clone(),
         Value::Object(details),
     );
-    Ok(applied)
 }
 
 /// Audits the outputs and records the drift baseline of an applied (or unchanged) step.

@@ -28,8 +28,17 @@ pub enum Stage {
     Claimed,
     /// About to call the executor's apply: live state may change from here on.
     Applying {
-        /// The diff summary that was approved by the local policies.
+        /// The summary of the diff being applied.
         summary: String,
+        /// The diff the Plan was cleared to apply: the one a person approved, or the one
+        /// the policies passed when no approval was needed. A resumed apply keeps the
+        /// first attempt's, so that after any number of kills the re-plan is held to
+        /// what was cleared (`RECOVERY.md`). `None` in journals of older runners.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cleared: Option<Box<PlanDiff>>,
+        /// Whether a person approved `cleared`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        approved: bool,
     },
     /// Apply finished with these outputs (or the diff had no changes: nothing was
     /// applied, reason `NoChanges`); not yet reported.
@@ -80,8 +89,14 @@ impl Stage {
             return self;
         }
         match self {
-            Stage::Applying { summary } => Stage::Applying {
+            Stage::Applying {
+                summary,
+                cleared,
+                approved,
+            } => Stage::Applying {
                 summary: masker.mask(&summary),
+                cleared: cleared.map(|d| mask_diff(masker, &d)),
+                approved,
             },
             Stage::Applied {
                 outputs,
@@ -108,7 +123,7 @@ impl Stage {
 
 /// `diff` with every secret value masked in its text (addresses, fields, verdict
 /// messages); its hash stays, so that an approval still binds to what will be applied.
-fn mask_diff(masker: &crate::mask::Masker, diff: &PlanDiff) -> Box<PlanDiff> {
+pub(crate) fn mask_diff(masker: &crate::mask::Masker, diff: &PlanDiff) -> Box<PlanDiff> {
     let value = serde_json::to_value(diff).expect("a PlanDiff is JSON");
     let mut masked: PlanDiff = serde_json::from_value(masker.mask_json(&value))
         .expect("masking changes only the text of strings");
@@ -246,6 +261,8 @@ mod tests {
             journal.record("b", "ub", Stage::Claimed).unwrap();
             let applying = Stage::Applying {
                 summary: "1 change".into(),
+                cleared: None,
+                approved: false,
             };
             journal.record("a", "ua", applying).unwrap();
             journal
@@ -254,6 +271,8 @@ mod tests {
                     "ub",
                     Stage::Applying {
                         summary: "x".into(),
+                        cleared: None,
+                        approved: false,
                     },
                 )
                 .unwrap();
@@ -286,6 +305,46 @@ mod tests {
         }
         assert_eq!(journal.stage("uc"), Some(&Stage::Reported));
         assert_eq!(journal.stage("unknown"), None);
+    }
+
+    #[test]
+    fn applying_keeps_what_the_apply_was_cleared_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let cleared = PlanDiff::new("sha256:c".into(), 3, 0, 0);
+        {
+            let mut journal = Journal::open(dir.path()).unwrap();
+            let applying = Stage::Applying {
+                summary: "1 to add, 0 to change, 0 to destroy".into(),
+                cleared: Some(Box::new(cleared.clone())),
+                approved: true,
+            };
+            journal.record("a", "ua", applying).unwrap();
+        }
+        // A line an older runner wrote: no clearance, nothing approved.
+        let path = dir.path().join(JOURNAL_FILE);
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(
+            b"{\"plan\":\"b\",\"uid\":\"ub\",\"stage\":\"applying\",\"summary\":\"x\"}\n",
+        )
+        .unwrap();
+        drop(file);
+        let journal = Journal::open(dir.path()).unwrap();
+        match journal.stage("ua") {
+            Some(Stage::Applying {
+                cleared: Some(c),
+                approved: true,
+                ..
+            }) => assert_eq!(**c, cleared),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            journal.stage("ub"),
+            Some(&Stage::Applying {
+                summary: "x".into(),
+                cleared: None,
+                approved: false,
+            })
+        );
     }
 
     #[test]

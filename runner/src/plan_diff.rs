@@ -67,6 +67,102 @@ pub fn hash(diff: &Diff) -> String {
     outpost_api::content_hash(&json!({"changes": changes, "basis": diff.basis}))
 }
 
+/// Whether `replan`, planned again against live state after an apply was cut (the runner
+/// was killed during it), stays within `cleared`, the diff that apply was cleared to make
+/// (approved by a person, or passed by the policies): `Err` says where it does not.
+///
+/// It does when every resource `replan` changes is one `cleared` changes (by address),
+/// * by the same action, changing no field `cleared` does not, each to the value `cleared`
+///   shows (or to any value where `cleared` showed [`UNKNOWN`]: what the cut apply made
+///   is known now, e.g. an id a later resource takes); or
+/// * by what is left of it: `cleared` replaced it and the re-plan only creates or only
+///   deletes it (one half was done), or `cleared` created it and the re-plan replaces it
+///   (a create cut halfway leaves the object tainted); the fields both list agree as above.
+///
+/// A delete is compared by address and action only: what is deleted is the object at that
+/// address, whatever its attributes now. Resources `cleared` changes that the re-plan
+/// leaves alone were applied before the cut. A diff cut to its bound (`truncated`) cannot
+/// be checked whole, so it is never within. The hashes differ by nature (another change
+/// set) and are not compared; nor are the verdicts (the re-plan has its own).
+pub fn within(replan: &PlanDiff, cleared: &PlanDiff) -> Result<(), String> {
+    if cleared.truncated || replan.truncated {
+        return Err("a diff was cut to its bound, so the re-plan cannot be checked against all of what was cleared".into());
+    }
+    for change in &replan.resources {
+        let candidates: Vec<&ResourceChange> = cleared
+            .resources
+            .iter()
+            .filter(|c| c.address == change.address)
+            .collect();
+        if candidates.is_empty() {
+            return Err(format!(
+                "{} would be {}d, and the cleared diff does not change it",
+                change.address,
+                verb(change.action)
+            ));
+        }
+        let results: Vec<Result<(), String>> = candidates
+            .iter()
+            .map(|c| resource_within(change, c))
+            .collect();
+        if !results.iter().any(Result::is_ok) {
+            let reasons: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+            return Err(reasons.join("; "));
+        }
+    }
+    Ok(())
+}
+
+fn verb(action: ChangeAction) -> &'static str {
+    match action {
+        ChangeAction::Create => "create",
+        ChangeAction::Update => "update",
+        ChangeAction::Replace => "replace",
+        ChangeAction::Delete => "delete",
+    }
+}
+
+/// Whether `change` (of the re-plan) is within `cleared` (of the same address).
+fn resource_within(change: &ResourceChange, cleared: &ResourceChange) -> Result<(), String> {
+    use ChangeAction::{Create, Delete, Replace};
+    let address = &change.address;
+    let same = change.action == cleared.action;
+    let rest_of = matches!(
+        (cleared.action, change.action),
+        (Replace, Create | Delete) | (Create, Replace)
+    );
+    if !same && !rest_of {
+        return Err(format!(
+            "{address} would be {}d, and the cleared diff would {} it",
+            verb(change.action),
+            verb(cleared.action)
+        ));
+    }
+    if change.action == Delete {
+        return Ok(());
+    }
+    for field in &change.fields {
+        let path = &field.path;
+        match cleared.fields.iter().find(|f| f.path == *path) {
+            Some(f) if f.after == field.after || f.after.as_deref() == Some(UNKNOWN) => {}
+            Some(f) => {
+                return Err(format!(
+                    "{address} {path} would become {}, and the cleared diff sets it to {}",
+                    field.after.as_deref().unwrap_or("null"),
+                    f.after.as_deref().unwrap_or("null")
+                ));
+            }
+            None if same => {
+                return Err(format!(
+                    "{address} {path} would change, and the cleared diff does not change it"
+                ));
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
 /// The changed attributes from `before` to `after`, as dotted paths (array items by
 /// index); values under a path `sensitive` says yes to are shown as [`SENSITIVE`].
 pub fn field_changes(
@@ -303,6 +399,113 @@ mod tests {
         assert_eq!(id.and_then(|f| f.after.as_deref()), Some(UNKNOWN));
         assert_eq!(diff.resources[1].action, ChangeAction::Replace);
         assert!(outpost_api::is_content_hash(&diff.hash));
+    }
+
+    fn change(
+        address: &str,
+        action: ChangeAction,
+        fields: &[(&str, Option<&str>)],
+    ) -> ResourceChange {
+        ResourceChange {
+            address: address.to_owned(),
+            action,
+            fields: fields
+                .iter()
+                .map(|(path, after)| FieldChange {
+                    path: (*path).to_owned(),
+                    before: None,
+                    after: after.map(str::to_owned),
+                })
+                .collect(),
+        }
+    }
+
+    fn diff_of(resources: Vec<ResourceChange>) -> PlanDiff {
+        PlanDiff {
+            resources,
+            ..PlanDiff::new("sha256:x".into(), 0, 0, 0)
+        }
+    }
+
+    /// Three chained resources, as terraform plans them before any exists: b's input is
+    /// a's id, unknown until a is made.
+    fn cleared() -> PlanDiff {
+        use ChangeAction::{Create, Delete, Replace, Update};
+        diff_of(vec![
+            change(
+                "t.a",
+                Create,
+                &[("id", Some(UNKNOWN)), ("input", Some("\"a\""))],
+            ),
+            change(
+                "t.b",
+                Create,
+                &[("id", Some(UNKNOWN)), ("input", Some(UNKNOWN))],
+            ),
+            change("t.c", Update, &[("input", Some("\"2\""))]),
+            change("t.d", Replace, &[("input", Some("\"new\""))]),
+            change("t.e", Delete, &[("input", None)]),
+        ])
+    }
+
+    #[test]
+    fn what_is_left_of_a_cut_apply_is_within_it() {
+        use ChangeAction::{Create, Delete, Replace};
+        // Nothing was applied: the same diff.
+        assert_eq!(within(&cleared(), &cleared()), Ok(()));
+        // a, c and e were applied; b's input is a's id now; d's delete half was done.
+        let rest = diff_of(vec![
+            change(
+                "t.b",
+                Create,
+                &[("id", Some(UNKNOWN)), ("input", Some("\"id-of-a\""))],
+            ),
+            change(
+                "t.d",
+                Create,
+                &[("id", Some(UNKNOWN)), ("input", Some("\"new\""))],
+            ),
+        ]);
+        assert_eq!(within(&rest, &cleared()), Ok(()));
+        // All applied: nothing left.
+        assert_eq!(within(&diff_of(Vec::new()), &cleared()), Ok(()));
+        // A create cut halfway left a tainted object, replaced now; d's create half was
+        // done first (create before destroy), its deposed object is deleted now.
+        let tainted = diff_of(vec![
+            change("t.a", Replace, &[("id", Some(UNKNOWN))]),
+            change("t.d", Delete, &[("input", None)]),
+        ]);
+        assert_eq!(within(&tainted, &cleared()), Ok(()));
+    }
+
+    #[test]
+    fn a_re_plan_beyond_what_was_cleared_is_not_within_it() {
+        use ChangeAction::{Create, Delete, Update};
+        let outside = |resources| within(&diff_of(resources), &cleared()).unwrap_err();
+        // A resource the cleared diff does not touch.
+        let why = outside(vec![change("t.z", Create, &[])]);
+        assert!(why.contains("t.z would be created"), "{why}");
+        // Another action on a resource it does touch.
+        let why = outside(vec![change("t.e", Update, &[("input", Some("\"x\""))])]);
+        assert!(
+            why.contains("t.e would be updated, and the cleared diff would delete it"),
+            "{why}"
+        );
+        let why = outside(vec![change("t.c", Delete, &[])]);
+        assert!(why.contains("t.c would be deleted"), "{why}");
+        // Another value than the one cleared.
+        let why = outside(vec![change("t.c", Update, &[("input", Some("\"3\""))])]);
+        assert!(why.contains("t.c input would become \"3\""), "{why}");
+        // A value cleared as known that is unknown now.
+        let why = outside(vec![change("t.a", Create, &[("input", Some(UNKNOWN))])]);
+        assert!(why.contains("t.a input"), "{why}");
+        // A field the cleared update does not change.
+        let why = outside(vec![change("t.c", Update, &[("size", Some("9"))])]);
+        assert!(why.contains("t.c size would change"), "{why}");
+        // A diff cut to its bound cannot be checked whole.
+        let mut cut = cleared();
+        cut.truncated = true;
+        assert!(within(&cleared(), &cut).is_err());
     }
 
     #[test]

@@ -232,7 +232,7 @@ async fn get(session: &Session, name: &str) -> Option<Plan> {
 /// |---|---|
 /// | `claiming` | if the Plan is claimed by this runner, runs it; if still claimable, claims it again; else nothing |
 /// | `claimed` | nothing was applied yet: plans (claimed from `Ready`) or applies the approved diff (claimed from `Approved`, phase `Applying`) |
-/// | `applying` | re-plans: no changes → the apply had finished, report outputs; changes → fail "interrupted during apply; re-plan required" |
+/// | `applying` | the apply was audited → report it; else re-plan and resume: within what the cut apply was cleared to do → apply the re-plan (`Resumed`); a person approved and it is outside that → ask again; a job (not resumable) with changes → fail "interrupted during apply; re-plan required" |
 /// | `applied` / `failed` / `awaiting` | reports (the reporter does this) |
 /// | `released` | nothing: the worker takes the Plan again once it is approved |
 async fn recover(session: &Session) {

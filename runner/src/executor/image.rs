@@ -286,6 +286,12 @@ impl ImageExecutor {
 }
 
 impl Executor for ImageExecutor {
+    /// A copy cut halfway is planned again against the destination registry: the image
+    /// already there is not copied again.
+    fn resumable(&self) -> bool {
+        true
+    }
+
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
         Box::pin(self.plan_sync(ctx))
     }

@@ -343,6 +343,12 @@ fn declared_outputs(desired: &Value) -> std::collections::BTreeMap<String, Value
 }
 
 impl Executor for KubernetesExecutor {
+    /// Server-side apply of the same objects is idempotent, and the re-plan compares
+    /// each dry-run result with the live object: what the cut apply wrote is unchanged.
+    fn resumable(&self) -> bool {
+        true
+    }
+
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
         Box::pin(async move {
             if ctx.operation == Operation::Teardown {

@@ -115,6 +115,16 @@ pub trait Executor: Send + Sync {
         self.apply(ctx, diff)
     }
 
+    /// Whether applying a fresh plan after an apply was cut (the runner killed during it)
+    /// finishes that apply without doing any of it twice: the plan is computed against
+    /// live state, which records what the cut apply did (terraform's state, objects
+    /// written by server-side apply, an image already copied). A script's steps have no
+    /// such record, so the default is no: an interrupted job fails instead of running
+    /// again (`RECOVERY.md`).
+    fn resumable(&self) -> bool {
+        false
+    }
+
     /// Whether the live state `diff.basis` describes has moved since planning (checked
     /// before an approved diff is applied). The default: nothing to check.
     fn moved<'a>(

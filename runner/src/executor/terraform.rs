@@ -125,6 +125,13 @@ const PASSED_ENV: [&str; 9] = [
     "no_proxy",
 ];
 
+/// How long `plan` and `apply` wait for terraform's state lock. A runner killed during an
+/// apply leaves its terraform running (in its own process group) until that terraform
+/// next writes to the pipe the dead runner read, at most ~10 s later (terraform prints
+/// progress every 10 s), and it holds the lock until then: the restarted runner's
+/// re-plan waits for it to end instead of failing.
+const LOCK_TIMEOUT: &str = "-lock-timeout=300s";
+
 /// The `terraform_module` executor.
 #[derive(Debug, Clone)]
 pub struct TerraformExecutor {
@@ -266,6 +273,7 @@ impl TerraformExecutor {
             "-input=false",
             "-no-color",
             "-detailed-exitcode",
+            LOCK_TIMEOUT,
             &out,
         ];
         if destroy {
@@ -331,7 +339,13 @@ impl TerraformExecutor {
             .checked(
                 ctx,
                 &dir,
-                &["apply", "-input=false", "-no-color", &plan_path],
+                &[
+                    "apply",
+                    "-input=false",
+                    "-no-color",
+                    LOCK_TIMEOUT,
+                    &plan_path,
+                ],
                 deadline,
                 &[0],
             )
@@ -441,6 +455,12 @@ fn reported_outputs(outputs: &Value) -> BTreeMap<String, Value> {
 }
 
 impl Executor for TerraformExecutor {
+    /// terraform records each resource it made in its state as it goes: the re-plan
+    /// leaves what the cut apply completed alone.
+    fn resumable(&self) -> bool {
+        true
+    }
+
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
         Box::pin(async move { Ok(self.plan_step(ctx).await?) })
     }
