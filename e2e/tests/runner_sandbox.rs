@@ -27,7 +27,7 @@ use tokio::io::AsyncWriteExt as _;
 async fn finished(plans: &Api<Plan>, name: &str) -> (PlanPhase, String, String) {
     eventually(120, &format!("Plan {name} to finish"), async || {
         let status = plans.get(name).await.ok()?.status?;
-        let phase = status.phase.filter(PlanPhase::is_terminal)?;
+        let phase = status.phase.filter(|p| p.is_terminal())?;
         Some((
             phase,
             status.log.unwrap_or_default(),
@@ -87,13 +87,17 @@ async fn a_step_reaches_none_of_the_runners_secrets_nor_the_metadata_stand_in_an
     let key = state.join(outpost_runner::identity::KEY_FILE);
     let journal = state.join(outpost_runner::journal::JOURNAL_FILE);
     let files = [&key, &token_file, &journal, &tfstate];
+    // `"LEA""KED"`: the step's own command line (which it lists) does not say LEAKED.
     let mut script = String::new();
     for file in files {
-        script.push_str(&format!("cat {} && echo LEAKED\n", file.display()));
+        script.push_str(&format!("cat {} && echo \"LEA\"\"KED\"\n", file.display()));
     }
-    script.push_str(&format!("ls {} && echo LEAKED\n", secrets.display()));
     script.push_str(&format!(
-        "bash -c 'exec 3<>/dev/tcp/10.0.2.2/{metadata_port}' && echo LEAKED\n"
+        "ls {} && echo \"LEA\"\"KED\"\n",
+        secrets.display()
+    ));
+    script.push_str(&format!(
+        "bash -c 'exec 3<>/dev/tcp/10.0.2.2/{metadata_port}' && echo \"LEA\"\"KED\"\n"
     ));
     script.push_str(&format!(
         "bash -c 'exec 3<>/dev/tcp/10.0.2.2/{service_port} && head -n1 <&3'\n"
