@@ -136,11 +136,36 @@ pub async fn approved_job_plan(plans: &Api<Plan>, name: &str) {
     let script = format!("echo {name} >> \"$OUTPOST_WORK_DIR/applies.log\"; sleep 0.05");
     let desired = json!({"app": "shop", "type": "job",
                          "job": {"image": "none", "command": ["/bin/sh", "-c", script]}});
+    approved_plan(plans, name, ("component", "counter"), "deploy", desired).await;
+}
+
+/// Creates approved Plan `name`: a trigger of action `entity` running `steps` (with
+/// network when `network`).
+pub async fn approved_action_plan(
+    plans: &Api<Plan>,
+    name: &str,
+    entity: &str,
+    steps: serde_json::Value,
+    network: bool,
+) {
+    let desired = json!({"app": "shop", "steps": steps, "network": network});
+    approved_plan(plans, name, ("action", entity), "trigger", desired).await;
+}
+
+/// Creates Plan `name` of `operation` on `entity` (kind, name) with `desired`, and
+/// approves it with the install's maintenance role.
+async fn approved_plan(
+    plans: &Api<Plan>,
+    name: &str,
+    (kind, entity): (&str, &str),
+    operation: &str,
+    desired: serde_json::Value,
+) {
     let hash = outpost_api::content_hash(&desired);
     let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
         "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
-        "spec": {"install": INSTALL, "operation": "deploy",
-                 "entity": {"kind": "component", "name": "counter"},
+        "spec": {"install": INSTALL, "operation": operation,
+                 "entity": {"kind": kind, "name": entity},
                  "desiredState": desired, "contentHash": hash}});
     plans
         .create(

@@ -53,6 +53,9 @@ async fn start(with_cluster: bool) -> Runner {
     command
         .arg("--terraform")
         .arg(on_path("terraform"))
+        // The module directory `module` lays out; the runner accepts no other.
+        .arg("--module-root")
+        .arg(dir.path().join("module-src"))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());

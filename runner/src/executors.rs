@@ -75,9 +75,10 @@ impl Executors {
         }
         executors.insert(
             "terraform_module",
-            Arc::new(crate::executor::terraform::TerraformExecutor::new(
-                args.terraform.clone(),
-            )),
+            Arc::new(
+                crate::executor::terraform::TerraformExecutor::new(args.terraform.clone())
+                    .with_module_roots(args.module_roots.clone()),
+            ),
         );
         executors.insert(
             "container_image",
@@ -85,7 +86,9 @@ impl Executors {
         );
         executors.insert(
             "job",
-            Arc::new(crate::executor::job::JobExecutor::new(args.bwrap.clone())),
+            Arc::new(crate::executor::job::JobExecutor::sandboxed_by(
+                args.sandbox(),
+            )),
         );
         Ok(executors)
     }

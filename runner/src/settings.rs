@@ -46,9 +46,34 @@ pub struct RunnerArgs {
     /// The terraform binary (`terraform_module` components and the sandbox).
     #[arg(long, default_value = "terraform")]
     pub terraform: PathBuf,
+    /// A directory under which `terraform_module` sources may name local module
+    /// directories (repeat the flag for several). None by default: only inline modules
+    /// (`terraform.files`) are accepted, so a Plan cannot copy an arbitrary directory
+    /// of this machine into a module.
+    #[arg(long = "module-root", value_delimiter = ',')]
+    pub module_roots: Vec<PathBuf>,
     /// The bubblewrap binary that sandboxes `job` components and action steps.
     #[arg(long, default_value = "bwrap")]
     pub bwrap: PathBuf,
+    /// The slirp4netns binary: the outbound relay of job steps that declare
+    /// `network: true` (each such step has a network namespace of its own).
+    #[arg(long, default_value = "slirp4netns")]
+    pub slirp4netns: PathBuf,
+    /// What job steps with network must not reach, refused by the kernel in the step's
+    /// network namespace: an address, a range (`10.0.0.0/8`), either with one port
+    /// (`10.0.2.2:8080`, `[fd00::1]:80`). The flag repeated or comma-separated replaces
+    /// the default, the instance metadata service (IPv4 and IPv6), whose instance-role
+    /// credentials can assume every enabled role: keep it in any list you give.
+    #[arg(
+        long = "sandbox-blocked-address",
+        value_delimiter = ',',
+        default_values_t = crate::executor::job::sandbox::network::metadata()
+    )]
+    pub sandbox_blocked: Vec<crate::executor::job::sandbox::BlockedAddress>,
+    /// Let job steps with network reach this host's 127.0.0.1 as 10.0.2.2 (a local
+    /// egress proxy). Off: services on the host's loopback are out of steps' reach.
+    #[arg(long)]
+    pub sandbox_host_loopback: bool,
     /// Directory of secrets, one file per secret named like the secret
     /// (`${outpost-secret:NAME}` reads `DIR/NAME`).
     #[arg(long)]
@@ -101,6 +126,16 @@ impl RunnerArgs {
     /// Time between heartbeats.
     pub fn heartbeat(&self) -> Duration {
         Duration::from_secs(self.heartbeat_seconds.max(1))
+    }
+
+    /// The sandbox job steps (and whatever else runs vendor code) run in.
+    pub fn sandbox(&self) -> crate::executor::job::sandbox::Sandbox {
+        use crate::executor::job::sandbox::{NetworkSettings, Sandbox};
+        Sandbox::new(&self.bwrap).with_network(NetworkSettings {
+            slirp4netns: self.slirp4netns.clone(),
+            blocked: self.sandbox_blocked.clone(),
+            host_loopback: self.sandbox_host_loopback,
+        })
     }
 }
 
@@ -202,6 +237,40 @@ mod tests {
                 .unwrap_or_else(|| panic!("{args:?} parsed"));
             assert!(error.to_string().contains(says), "{args:?}: {error}");
         }
+    }
+
+    #[test]
+    fn steps_are_kept_from_the_metadata_service_unless_told_otherwise() {
+        let blocked = |args: &[&str]| -> Vec<String> {
+            let parsed = parse(&[&["--server", "https://a.example.com"], args].concat())
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let network = parsed.sandbox().network().clone();
+            network.blocked.iter().map(ToString::to_string).collect()
+        };
+        assert_eq!(blocked(&[]), ["169.254.169.254", "fd00:ec2::254"]);
+        assert_eq!(
+            blocked(&[
+                "--sandbox-blocked-address",
+                "169.254.169.254,fd00:ec2::254",
+                "--sandbox-blocked-address",
+                "10.0.2.2:8080"
+            ]),
+            ["169.254.169.254", "fd00:ec2::254", "10.0.2.2:8080"]
+        );
+        let error = parse(&[
+            "--server",
+            "https://a.example.com",
+            "--sandbox-blocked-address",
+            "metadata",
+        ])
+        .map(|_| ())
+        .expect_err("a name is not an address");
+        assert!(
+            error
+                .to_string()
+                .contains("\"metadata\" is not an address to block"),
+            "{error}"
+        );
     }
 
     #[test]

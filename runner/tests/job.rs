@@ -1,6 +1,7 @@
 //! The job executor against the real bubblewrap: jobs and action steps sandboxed.
 
 use outpost_api::{Operation, PolicyInput};
+use outpost_runner::executor::job::sandbox::{NetworkSettings, Sandbox};
 use outpost_runner::executor::job::{JobExecutor, job_dir};
 use outpost_runner::executor::{Applied, Diff, Executor, StepContext};
 use serde_json::{Value, json};
@@ -179,27 +180,100 @@ async fn tmp_is_private() {
     );
 }
 
-#[tokio::test]
-async fn network_only_when_the_action_declares_it() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accepted = tokio::spawn(async move { listener.accept().await.is_ok() });
-    let connect = json!([{"name": "connect",
-        "command": format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo connected")}]);
-    let work = tempfile::tempdir().unwrap();
+/// A job executor whose steps with network reach the host's loopback (as 10.0.2.2) and
+/// have `blocked` refused, besides the metadata service.
+fn executor_blocking(blocked: &str) -> JobExecutor {
+    let mut network = NetworkSettings {
+        host_loopback: true,
+        ..NetworkSettings::default()
+    };
+    network.blocked.push(blocked.parse().unwrap());
+    JobExecutor::sandboxed_by(
+        Sandbox::new(std::env::var("OUTPOST_BWRAP").unwrap_or_else(|_| "bwrap".into()))
+            .with_network(network),
+    )
+}
 
-    let offline = context(work.path(), action(connect.clone(), false));
-    let err = format!("{:#}", run(&offline).await.1.unwrap_err());
+#[tokio::test]
+async fn network_only_when_the_action_declares_it_and_never_to_blocked_addresses() {
+    let open = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let blocked = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (port, blocked_port) = (
+        open.local_addr().unwrap().port(),
+        blocked.local_addr().unwrap().port(),
+    );
+    let accepted = tokio::spawn(async move { open.accept().await.is_ok() });
+    let reached_blocked = tokio::spawn(async move { blocked.accept().await.is_ok() });
+    let connect = |address: &str, port: u16| {
+        format!("bash -c 'echo hi > /dev/tcp/{address}/{port}' && echo connected {port}\n")
+    };
+    let job = executor_blocking(&format!("10.0.2.2:{blocked_port}"));
+    let work = tempfile::tempdir().unwrap();
+    let run = async |desired: Value| {
+        let ctx = context(work.path(), desired);
+        let diff = job.plan(&ctx).await.expect("plan");
+        job.apply(&ctx, &diff).await
+    };
+
+    let offline = json!([{"name": "connect", "command": connect("10.0.2.2", port)}]);
+    let err = format!("{:#}", run(action(offline, false)).await.unwrap_err());
     assert!(
         err.starts_with("step connect failed with exit code 1"),
         "{err}"
     );
     assert!(!accepted.is_finished());
 
-    let online = context(work.path(), action(connect, true));
-    let applied = run(&online).await.1.unwrap();
-    assert!(applied.log.contains("connected"), "{}", applied.log);
+    // With network: the host (here its loopback, through the relay) is reached, the
+    // blocked port is refused by the step's own kernel, and the rules the step sees
+    // include the metadata service's addresses.
+    let script = format!(
+        "{}{} || echo refused {blocked_port}\nip rule; ip -6 rule\nip rule del to 169.254.169.254 || echo kept",
+        connect("10.0.2.2", port),
+        connect("10.0.2.2", blocked_port).trim_end(),
+    );
+    let online = json!([{"name": "connect", "command": script}]);
+    let applied = run(action(online, true)).await.unwrap();
+    let log = &applied.log;
+    assert!(log.contains(&format!("connected {port}")), "{log}");
     assert!(accepted.await.unwrap());
+    assert!(
+        log.contains(&format!(
+            "/dev/tcp/10.0.2.2/{blocked_port}: Permission denied"
+        )),
+        "{log}"
+    );
+    assert!(log.contains(&format!("refused {blocked_port}")), "{log}");
+    assert!(
+        !reached_blocked.is_finished(),
+        "the blocked port was reached"
+    );
+    for rule in [
+        "from all to 169.254.169.254 prohibit",
+        "from all to fd00:ec2::254 prohibit",
+        // TCP (6) and UDP (17).
+        &format!("from all to 10.0.2.2 ipproto ipproto-6 dport {blocked_port} prohibit"),
+        &format!("from all to 10.0.2.2 ipproto ipproto-17 dport {blocked_port} prohibit"),
+    ] {
+        assert!(log.contains(rule), "{rule}: {log}");
+    }
+    assert!(
+        log.contains("Operation not permitted") && log.contains("kept"),
+        "{log}"
+    );
+
+    // Without host loopback (the default), the host's loopback is out of reach.
+    let default =
+        JobExecutor::new(std::env::var("OUTPOST_BWRAP").unwrap_or_else(|_| "bwrap".into()));
+    let ctx = context(
+        work.path(),
+        action(
+            json!([{"name": "connect", "command": connect("10.0.2.2", port)}]),
+            true,
+        ),
+    );
+    let diff = default.plan(&ctx).await.unwrap();
+    let err = format!("{:#}", default.apply(&ctx, &diff).await.unwrap_err());
+    assert!(err.contains("Network is unreachable"), "{err}");
 }
 
 /// Whether a live (not zombie) process runs with exactly `cmdline` (NUL-separated).

@@ -409,13 +409,14 @@ async fn timeout_kills_terraform_and_what_it_started() {
 
 #[tokio::test]
 async fn local_directory_sources_and_sandbox_plans() {
-    let tf = executor();
-    let module = tempfile::tempdir().unwrap();
-    std::fs::write(module.path().join("main.tf"), DATABASE).unwrap();
-    std::fs::create_dir(module.path().join("extra")).unwrap();
-    std::fs::write(module.path().join("extra/README.md"), "copied too").unwrap();
+    let roots = tempfile::tempdir().unwrap();
+    let tf = executor().with_module_roots(vec![roots.path().to_owned()]);
+    let module = roots.path().join("db");
+    std::fs::create_dir_all(module.join("extra")).unwrap();
+    std::fs::write(module.join("main.tf"), DATABASE).unwrap();
+    std::fs::write(module.join("extra/README.md"), "copied too").unwrap();
     let work = tempfile::tempdir().unwrap();
-    let source = format!("file://{}", module.path().display());
+    let source = format!("file://{}", module.display());
     let desired = json!({"sandbox": {"type": "terraform_module", "source": source,
         "variables": {"size": "s", "engine": "e"}}});
     let ctx = context(
@@ -451,4 +452,53 @@ async fn local_directory_sources_and_sandbox_plans() {
     let ctx = context(empty.path(), "r", Operation::Deploy, remote);
     let err = format!("{:#}", tf.plan(&ctx).await.unwrap_err());
     assert!(err.contains("cannot be fetched by the runner"), "{err}");
+}
+
+#[tokio::test]
+async fn escaping_file_names_and_sources_outside_the_roots_fail_before_anything_is_written() {
+    let roots = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("main.tf"), DATABASE).unwrap();
+    let tf = executor().with_module_roots(vec![roots.path().to_owned()]);
+    let work = tempfile::tempdir().unwrap();
+    let escape = work.path().join("escaped.tf");
+    let cases = [
+        (
+            json!({"terraform": {"files": {"main.tf": DATABASE, "/etc/cron.d/outpost": "x"}}}),
+            r#"inline file "/etc/cron.d/outpost" refused: it is an absolute path"#.to_owned(),
+        ),
+        (
+            json!({"terraform": {"files": {"main.tf": DATABASE, "../escaped.tf": "x"}}}),
+            r#"inline file "../escaped.tf" refused: it has a `..` component"#.to_owned(),
+        ),
+        (
+            json!({"terraform": {"files": {"main.tf": DATABASE, ".terraform/providers/p": "x"}}}),
+            r#"inline file ".terraform/providers/p" refused: it is inside terraform's state"#
+                .to_owned(),
+        ),
+        (
+            json!({"terraform": {"source": elsewhere.path().display().to_string()}}),
+            format!(
+                "module source {:?} refused: it resolves to",
+                elsewhere.path().display().to_string()
+            ),
+        ),
+    ];
+    for (desired, says) in cases {
+        let ctx = context(work.path(), "p", Operation::Deploy, desired);
+        let err = format!("{:#}", tf.plan(&ctx).await.unwrap_err());
+        assert!(err.contains(&says), "{says}: {err}");
+        // Nothing was laid out: no module directory, nothing beside the work dir.
+        assert!(!work.path().join("module").exists(), "{says}");
+        assert!(!escape.exists(), "{says}");
+    }
+    // Without any module root, no local directory is accepted.
+    let ctx = context(
+        work.path(),
+        "p",
+        Operation::Deploy,
+        json!({"terraform": {"source": roots.path().display().to_string()}}),
+    );
+    let err = format!("{:#}", executor().plan(&ctx).await.unwrap_err());
+    assert!(err.contains("has no --module-root"), "{err}");
 }

@@ -11,7 +11,10 @@
 //!   minimal `/dev` and a fresh `/proc`;
 //! * new user, pid, ipc, uts, cgroup and network namespaces (`--unshare-all`), as uid
 //!   [`sandbox::SANDBOX_ID`] inside its user namespace: no network at all unless the
-//!   Action declares `network: true` (`--share-net`);
+//!   Action declares `network: true`; then a network namespace of the step's own whose
+//!   outbound traffic slirp4netns relays, with the instance metadata service (and
+//!   whatever else the runner's `--sandbox-blocked-address` lists) refused by the
+//!   kernel ([`sandbox::network`]);
 //! * one writable directory, [`job_dir`] of the entity's work dir, bound at the same
 //!   path, as working directory, `HOME` and `OUTPOST_WORK_DIR`;
 //! * an environment of only `PATH`, `HOME`, `OUTPOST_WORK_DIR`, the step's `env`
@@ -34,18 +37,18 @@
 pub mod sandbox;
 mod steps;
 
-use super::child::{self, ChildError, OUTPUT_LIMIT};
+use super::child::{ChildError, OUTPUT_LIMIT};
 use super::secret_ref::{self, UnresolvedSecret};
 use super::{Applied, Diff, Executor, StepContext};
 use crate::mask::Masker;
 use futures::future::BoxFuture;
 use outpost_api::PolicyInput;
+use sandbox::{Sandbox, Sandboxed};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use steps::{JobRun, JobStep};
-use tokio::process::Command;
 use tokio::time::Instant;
 
 /// `PATH` inside the sandbox.
@@ -60,14 +63,10 @@ pub enum JobError {
     /// The desired state is neither a job component nor an action.
     #[error("desired state is not a job or an action: {0}")]
     InvalidDesiredState(String),
-    /// bubblewrap is missing or cannot create its namespaces here.
-    #[error("bubblewrap ({bwrap}) cannot sandbox steps on this machine: {reason}")]
-    SandboxUnavailable {
-        /// The bwrap binary.
-        bwrap: String,
-        /// What it said.
-        reason: String,
-    },
+    /// bubblewrap is missing or cannot create its namespaces here, or a step's network
+    /// could not be set up.
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
     /// The Diff given to apply is not what this desired state plans.
     #[error("the diff to apply is not the plan of this desired state")]
     DiffMismatch,
@@ -122,7 +121,7 @@ pub fn job_dir(work_dir: &Path) -> PathBuf {
 /// The `job` executor.
 #[derive(Debug, Clone)]
 pub struct JobExecutor {
-    bwrap: PathBuf,
+    sandbox: Sandbox,
 }
 
 impl Default for JobExecutor {
@@ -133,54 +132,34 @@ impl Default for JobExecutor {
 }
 
 impl JobExecutor {
-    /// An executor sandboxing steps with the bubblewrap binary at `bwrap`.
+    /// An executor sandboxing steps with the bubblewrap binary at `bwrap` and the
+    /// default network settings ([`sandbox::NetworkSettings::default`]).
     pub fn new(bwrap: impl Into<PathBuf>) -> Self {
-        Self {
-            bwrap: bwrap.into(),
-        }
+        Self::sandboxed_by(Sandbox::new(bwrap))
+    }
+
+    /// An executor running steps in `sandbox`.
+    pub fn sandboxed_by(sandbox: Sandbox) -> Self {
+        Self { sandbox }
     }
 
     /// Checks that bubblewrap runs and can create the namespaces steps get (run a no-op
     /// in them), so that a machine that cannot sandbox fails with a clear reason.
     pub async fn check(&self) -> Result<(), JobError> {
-        let unavailable = |reason: String| JobError::SandboxUnavailable {
-            bwrap: self.bwrap.display().to_string(),
-            reason,
-        };
-        let mut command = Command::new(&self.bwrap);
-        command
-            .args(sandbox::args(None, false))
-            .args(["--", "/bin/true"])
-            .env_clear();
-        let done = child::run(command, Duration::from_secs(30), 4096, false)
-            .await
-            .map_err(|e| unavailable(e.to_string()))?;
-        if done.exit_code() == 0 {
-            Ok(())
-        } else {
-            Err(unavailable(format!(
-                "exit code {}: {}",
-                done.exit_code(),
-                done.output.trim()
-            )))
-        }
+        Ok(self.sandbox.check().await?)
     }
 
-    /// The bubblewrap command for one step.
-    fn sandboxed(
+    /// The sandboxed command for one step.
+    async fn sandboxed(
         &self,
         step: &JobStep,
         dir: &Path,
         network: bool,
         ctx: &StepContext,
-    ) -> Result<Command, JobError> {
-        let mut command = Command::new(&self.bwrap);
+    ) -> Result<Sandboxed, JobError> {
+        let mut sandboxed = self.sandbox.command(Some(dir), network, &step.argv).await?;
+        let command = &mut sandboxed.command;
         command
-            .args(sandbox::args(Some(dir), network))
-            .arg("--")
-            .args(&step.argv);
-        command
-            .env_clear()
             .env("PATH", SANDBOX_PATH)
             .env("HOME", dir)
             .env("OUTPOST_WORK_DIR", dir);
@@ -193,7 +172,7 @@ impl JobExecutor {
                 .iter()
                 .filter(|(name, _)| !name.starts_with(crate::secrets::ENV_PREFIX)),
         );
-        Ok(command)
+        Ok(sandboxed)
     }
 
     async fn apply_run(&self, ctx: &StepContext, diff: &Diff) -> Result<Applied, JobError> {
@@ -224,27 +203,23 @@ impl JobExecutor {
         let mut log = String::new();
         let mut results = Vec::new();
         for step in &run.steps {
-            let command = self.sandboxed(step, &dir, run.network, ctx)?;
+            let sandboxed = self.sandboxed(step, &dir, run.network, ctx).await?;
             let started = Instant::now();
             let remaining = deadline.saturating_duration_since(started);
-            let done = child::run(
-                command,
-                remaining.max(Duration::from_millis(1)),
-                OUTPUT_LIMIT,
-                false,
-            )
-            .await
-            .map_err(|source| match source {
-                ChildError::TimedOut { output, .. } => JobError::TimedOut {
-                    step: step.name.clone(),
-                    after: timeout,
-                    output: masker.mask(&output),
-                },
-                source => JobError::Child {
-                    step: step.name.clone(),
-                    source,
-                },
-            })?;
+            let done = sandboxed
+                .run(remaining.max(Duration::from_millis(1)), OUTPUT_LIMIT, false)
+                .await
+                .map_err(|source| match source {
+                    ChildError::TimedOut { output, .. } => JobError::TimedOut {
+                        step: step.name.clone(),
+                        after: timeout,
+                        output: masker.mask(&output),
+                    },
+                    source => JobError::Child {
+                        step: step.name.clone(),
+                        source,
+                    },
+                })?;
             let code = done.exit_code();
             // The whole output at once: a value split across reads is masked too.
             let output = masker.mask(&done.output);

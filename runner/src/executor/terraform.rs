@@ -12,9 +12,11 @@
 //! * **observe**: `terraform plan -refresh-only -out` and the refreshed state from its
 //!   `show -json` (state on disk is not changed).
 //!
-//! Module sources: a local directory (absolute path or `file://` URL), copied; or the
-//! module inline (a component's `terraform.files`, the sandbox's `files`). Registry and
-//! VCS addresses are refused: the runner does not fetch modules. Teardown Plans (whose desired state names no module)
+//! Module sources: a local directory (absolute path or `file://` URL) under one of the
+//! runner's `--module-root`s, copied; or the module inline (a component's
+//! `terraform.files`, the sandbox's `files`), whose file names must stay inside the
+//! module directory ([`module_paths`]). Registry and VCS addresses are refused: the
+//! runner does not fetch modules. Teardown Plans (whose desired state names no module)
 //! destroy what the work dir holds.
 //!
 //! Secrets: the step environment ([`StepContext::env`], the role's credentials and
@@ -25,6 +27,7 @@
 //! [`Applied::outputs`] (secret values never enter the control plane): a template that
 //! references one fails as undefined. Normalised state redacts sensitive values.
 
+pub mod module_paths;
 mod plan_json;
 mod workspace;
 
@@ -54,6 +57,23 @@ pub enum TerraformError {
          a file:// URL, or terraform.files"
     )]
     UnsupportedSource(String),
+    /// An inline file name would write outside the module directory, or into
+    /// terraform's own state and caches.
+    #[error("inline file {name:?} refused: {reason}")]
+    UnsafeFileName {
+        /// The name, as the desired state gives it.
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A local module source is not under the runner's module roots.
+    #[error("module source {module:?} refused: {reason}")]
+    SourceOutsideRoots {
+        /// The source, as the desired state gives it.
+        module: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// A variable references a secret the step does not have.
     #[error(transparent)]
     Secret(#[from] UnresolvedSecret),
@@ -136,6 +156,7 @@ const LOCK_TIMEOUT: &str = "-lock-timeout=300s";
 #[derive(Debug, Clone)]
 pub struct TerraformExecutor {
     binary: PathBuf,
+    module_roots: Vec<PathBuf>,
 }
 
 impl Default for TerraformExecutor {
@@ -151,6 +172,16 @@ impl TerraformExecutor {
     pub fn new(binary: impl Into<PathBuf>) -> Self {
         Self {
             binary: binary.into(),
+            module_roots: Vec::new(),
+        }
+    }
+
+    /// The same, accepting local module sources under `roots` (the runner's
+    /// `--module-root`; none: inline modules only). See [`module_paths`].
+    pub fn with_module_roots(self, roots: Vec<PathBuf>) -> Self {
+        Self {
+            module_roots: roots,
+            ..self
         }
     }
 
@@ -245,9 +276,12 @@ impl TerraformExecutor {
                 return Ok(nothing_deployed());
             }
         } else {
-            let module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
+            let mut module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
                 TerraformError::InvalidDesiredState("it has neither terraform nor sandbox".into())
             })?;
+            if let workspace::Origin::Directory(source) = &mut module.origin {
+                *source = module_paths::source(source, &self.module_roots)?;
+            }
             workspace::lay_out(&dir, &module).await?;
         }
         let plan_file = workspace::plan_file(&ctx.work_dir, &ctx.plan);

@@ -41,17 +41,27 @@
 //! # Network
 //!
 //! Without `network: true` the step has its own, empty network namespace (only a
-//! loopback device that is down). With it the step shares the host's network
-//! (`--share-net`), and so can reach the instance metadata service (169.254.169.254)
-//! and the instance role's credentials. Blocking that address needs a network
-//! namespace of its own with routed, filtered egress (slirp4netns or pasta) or a
-//! netfilter rule for the runner's uid on the host; neither is done here.
+//! loopback device that is down). With it the step gets a network namespace of its own
+//! too, reaching out through slirp4netns, in which the kernel refuses the blocked
+//! addresses — by default the instance metadata service, 169.254.169.254 and
+//! fd00:ec2::254 — with `prohibit` policy-routing rules the step has no capability to
+//! remove ([`network`] says how, and why this rather than a host firewall rule). The
+//! host's loopback is out of reach too, unless the customer turns
+//! [`NetworkSettings::host_loopback`] on.
 //!
 //! A system path must hold nothing of the runner's: the runner refuses to start with a
 //! `--state-dir`, `--secrets-dir` or `--kubeconfig` under one of them ([`exposing`]).
 
-use std::ffi::OsString;
+pub mod network;
+
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use super::super::child::{self, ChildError, Finished};
+pub use network::{BlockedAddress, NetworkError, NetworkSettings, StepNetwork};
 
 /// The uid and gid steps run as inside their user namespace (`nobody`).
 pub const SANDBOX_ID: u32 = 65534;
@@ -116,14 +126,15 @@ pub fn exposing(path: &Path) -> Option<PathBuf> {
 
 /// bubblewrap's arguments for a step whose writable directory is `dir` (none: no
 /// writable directory, working directory `/`), up to (not including) `--` and the
-/// command.
-pub fn args(dir: Option<&Path>, network: bool) -> Vec<OsString> {
+/// command. With `network`, the step shares that network namespace (bubblewrap runs in
+/// it, [`StepNetwork::enter`]) and gets its `/etc/resolv.conf`; without, a new, empty one.
+pub fn args(dir: Option<&Path>, network: Option<&StepNetwork>) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
     push(&["--unshare-all", "--unshare-user"]);
     let id = SANDBOX_ID.to_string();
     push(&["--uid", &id, "--gid", &id]);
-    if network {
+    if network.is_some() {
         push(&["--share-net"]);
     }
     push(&["--die-with-parent", "--new-session"]);
@@ -143,6 +154,11 @@ pub fn args(dir: Option<&Path>, network: bool) -> Vec<OsString> {
             }
         }
     }
+    if let Some(network) = network {
+        args.push("--ro-bind".into());
+        args.push(network.resolv_conf().into());
+        args.push("/etc/resolv.conf".into());
+    }
     let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
     for hidden in HIDDEN {
         if Path::new(hidden).is_dir() {
@@ -161,6 +177,128 @@ pub fn args(dir: Option<&Path>, network: bool) -> Vec<OsString> {
     args
 }
 
+/// Why a command cannot be sandboxed.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// bubblewrap is missing or cannot create its namespaces here.
+    #[error("bubblewrap ({bwrap}) cannot sandbox steps on this machine: {reason}")]
+    Unavailable {
+        /// The bwrap binary.
+        bwrap: String,
+        /// What it said.
+        reason: String,
+    },
+    /// The network namespace of a step with network could not be set up.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+}
+
+/// How the runner sandboxes what vendor code runs on the customer's VM: the bubblewrap
+/// binary and the network steps with network get.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: PathBuf,
+    network: NetworkSettings,
+}
+
+/// A sandboxed command, ready to run: set its environment, then [`Self::run`] it. It
+/// holds the step's network namespace (when it has one) until the command has exited.
+#[derive(Debug)]
+pub struct Sandboxed {
+    /// The command (bubblewrap, or `nsenter` into the step's network running it). Its
+    /// environment is the step's: set it with `env_clear` and `env`, never on the
+    /// command line.
+    pub command: Command,
+    network: Option<StepNetwork>,
+}
+
+impl Sandboxed {
+    /// Runs the command with [`child::run`]; the step's network lives until it exits.
+    pub async fn run(
+        self,
+        timeout: Duration,
+        limit: usize,
+        keep_stdout: bool,
+    ) -> Result<Finished, ChildError> {
+        let Self { command, network } = self;
+        let done = child::run(command, timeout, limit, keep_stdout).await;
+        drop(network);
+        done
+    }
+}
+
+impl Sandbox {
+    /// Sandboxing with the bubblewrap binary at `bwrap`, and the default network
+    /// settings (metadata blocked, `slirp4netns` from `PATH`).
+    pub fn new(bwrap: impl Into<PathBuf>) -> Self {
+        Self {
+            bwrap: bwrap.into(),
+            network: NetworkSettings::default(),
+        }
+    }
+
+    /// The same, with `network` for steps that have network.
+    pub fn with_network(self, network: NetworkSettings) -> Self {
+        Self { network, ..self }
+    }
+
+    /// The network settings steps with network get.
+    pub fn network(&self) -> &NetworkSettings {
+        &self.network
+    }
+
+    /// Checks that bubblewrap runs and can create the namespaces steps get (run a no-op
+    /// in them), so that a machine that cannot sandbox fails with a clear reason.
+    pub async fn check(&self) -> Result<(), SandboxError> {
+        let unavailable = |reason: String| SandboxError::Unavailable {
+            bwrap: self.bwrap.display().to_string(),
+            reason,
+        };
+        let mut command = Command::new(&self.bwrap);
+        command
+            .args(args(None, None))
+            .args(["--", "/bin/true"])
+            .env_clear();
+        let done = child::run(command, Duration::from_secs(30), 4096, false)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        if done.exit_code() == 0 {
+            Ok(())
+        } else {
+            Err(unavailable(format!(
+                "exit code {}: {}",
+                done.exit_code(),
+                done.output.trim()
+            )))
+        }
+    }
+
+    /// `argv` sandboxed with `dir` writable and its working directory, with network
+    /// (its own namespace, blocked addresses refused) when `network`. The environment
+    /// is empty: the caller sets it.
+    pub async fn command(
+        &self,
+        dir: Option<&Path>,
+        network: bool,
+        argv: &[impl AsRef<OsStr>],
+    ) -> Result<Sandboxed, SandboxError> {
+        let network = match network {
+            true => Some(StepNetwork::start(&self.network).await?),
+            false => None,
+        };
+        let mut command = match &network {
+            Some(network) => network.enter(&self.bwrap),
+            None => Command::new(&self.bwrap),
+        };
+        command
+            .args(args(dir, network.as_ref()))
+            .arg("--")
+            .args(argv)
+            .env_clear();
+        Ok(Sandboxed { command, network })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,10 +312,7 @@ mod tests {
 
     #[test]
     fn only_system_paths_and_the_step_dir_are_bound() {
-        let args = text(&args(
-            Some(Path::new("/srv/state/work/action-x/job")),
-            false,
-        ));
+        let args = text(&args(Some(Path::new("/srv/state/work/action-x/job")), None));
         assert!(!args.contains("--ro-bind / /"), "{args}");
         assert!(args.contains("--uid 65534 --gid 65534"), "{args}");
         assert!(args.contains("--unshare-user"), "{args}");
@@ -190,7 +325,6 @@ mod tests {
         // Nothing else of /etc, and no home.
         assert!(!args.contains("/etc "), "{args}");
         assert!(!args.contains("/root") && !args.contains("/home"), "{args}");
-        assert!(text(&super::args(Some(Path::new("/w")), true)).contains("--share-net"));
     }
 
     #[test]

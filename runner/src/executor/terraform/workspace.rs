@@ -9,6 +9,7 @@
 //! | `plans/<plan>.tfplan` | the saved plan of one Plan, applied by `apply`, removed after |
 
 use super::TerraformError;
+use super::module_paths;
 use crate::executor::secret_ref;
 use outpost_api::TerraformSource;
 use serde::Deserialize;
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub const TFVARS_FILE: &str = "outpost.auto.tfvars.json";
 
 /// What terraform keeps in the module directory between Plans.
-const KEPT: [&str; 5] = [
+pub(super) const KEPT: [&str; 5] = [
     ".terraform",
     ".terraform.lock.hcl",
     "terraform.tfstate",
@@ -61,8 +62,23 @@ struct SandboxBlock {
 
 /// Reads the module out of a desired state: a rendered ComponentSpec (`terraform`), a
 /// sandbox (`{"sandbox": {...}}` or the sandbox block itself). `None` when the desired
-/// state names no module (a teardown Plan's `{"component": NAME}`).
+/// state names no module (a teardown Plan's `{"component": NAME}`). Inline file names
+/// are checked ([`module_paths::file_name`]).
 pub fn module_of(desired: &Value) -> Result<Option<ModuleSpec>, TerraformError> {
+    let module = named_module(desired)?;
+    if let Some(ModuleSpec {
+        origin: Origin::Files(files),
+        ..
+    }) = &module
+    {
+        for name in files.keys() {
+            module_paths::file_name(name)?;
+        }
+    }
+    Ok(module)
+}
+
+fn named_module(desired: &Value) -> Result<Option<ModuleSpec>, TerraformError> {
     let invalid = |e: serde_json::Error| TerraformError::InvalidDesiredState(e.to_string());
     if let Some(block) = desired.get("terraform") {
         let source: TerraformSource = serde_json::from_value(block.clone()).map_err(invalid)?;
@@ -148,10 +164,7 @@ pub async fn lay_out(dir: &Path, spec: &ModuleSpec) -> Result<(), TerraformError
     match &spec.origin {
         Origin::Files(files) => {
             for (name, content) in files {
-                let path = dir.join(name);
-                tokio::fs::write(&path, content)
-                    .await
-                    .map_err(io(format!("writing {}", path.display())))?;
+                module_paths::write_inline(dir, name, content).await?;
             }
         }
         Origin::Directory(source) => {
