@@ -104,22 +104,23 @@ pub fn verify(
     }
     let mut sorted: Vec<&AuditEventSpec> = events.iter().collect();
     sorted.sort_by_key(|e| e.sequence);
-    let mut expected = 0u64;
+    // `None` once sequence `u64::MAX` was seen: nothing can follow it.
+    let mut expected = Some(0u64);
     let mut previous: Option<&AuditEventSpec> = None;
     for event in sorted {
         let this = name(event.sequence);
-        if event.sequence < expected {
+        let Some(next) = expected.filter(|next| event.sequence >= *next) else {
             failures.push(Failure {
                 event: this,
                 reason: format!("sequence {} appears more than once", event.sequence),
             });
             continue;
-        }
-        if event.sequence > expected {
-            let missing = if event.sequence - expected == 1 {
-                name(expected)
+        };
+        if event.sequence > next {
+            let missing = if event.sequence - next == 1 {
+                name(next)
             } else {
-                format!("{} to {}", name(expected), name(event.sequence - 1))
+                format!("{} to {}", name(next), name(event.sequence - 1))
             };
             failures.push(Failure {
                 event: this.clone(),
@@ -169,12 +170,68 @@ pub fn verify(
                 }
             }
         }
-        expected = event.sequence + 1;
+        expected = event.sequence.checked_add(1);
         previous = Some(event);
     }
     if failures.is_empty() {
         Ok(events.len())
     } else {
         Err(failures)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ed25519_dalek::{Signer as _, SigningKey};
+    use serde_json::json;
+
+    use super::*;
+
+    /// Events of install `web` with the given sequence numbers, each chained to the one
+    /// before it and signed by `runner-a`'s key; the keys to verify them with.
+    fn signed(sequences: &[u64]) -> (Vec<AuditEventSpec>, BTreeMap<String, String>) {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let keys = BTreeMap::from([(
+            "runner-a".to_owned(),
+            STANDARD.encode(key.verifying_key().to_bytes()),
+        )]);
+        let mut events: Vec<AuditEventSpec> = Vec::new();
+        for &sequence in sequences {
+            let mut event: AuditEventSpec = serde_json::from_value(json!({
+                "install": "web", "runner": "runner-a", "sequence": sequence,
+                "timestamp": "2026-01-02T03:04:05Z", "type": "claim",
+                "previousHash": events.last().map(|e| e.hash.clone()),
+                "hash": "", "signature": "",
+            }))
+            .expect("a valid event");
+            event.hash = event_hash(&event);
+            event.signature = STANDARD.encode(key.sign(event.hash.as_bytes()).to_bytes());
+            events.push(event);
+        }
+        (events, keys)
+    }
+
+    /// Fuzzing finding (`audit_verify`): an event numbered `u64::MAX` made verification
+    /// overflow computing the next sequence (a panic in debug builds, a wrap to 0 that
+    /// hid duplicates in release ones). It is now a gap, and a second one a duplicate.
+    #[test]
+    fn the_last_possible_sequence_is_a_gap_not_an_overflow() {
+        let (events, keys) = signed(&[0, 1, u64::MAX]);
+        assert_eq!(verify("web", &events[..2], Source::Local, &keys), Ok(2));
+        let failures = verify("web", &events, Source::Local, &keys).unwrap_err();
+        let max = format!("web-{}", u64::MAX);
+        assert!(
+            failures.iter().any(|f| f.event == max
+                && f.reason == format!("gap before it: web-2 to web-{} missing", u64::MAX - 1)),
+            "{failures:?}"
+        );
+        let mut twice = events.clone();
+        twice.push(events[2].clone());
+        let failures = verify("web", &twice, Source::Local, &keys).unwrap_err();
+        assert!(
+            failures.iter().any(|f| f.event == max
+                && f.reason == format!("sequence {} appears more than once", u64::MAX)),
+            "{failures:?}"
+        );
     }
 }
