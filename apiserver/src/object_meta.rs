@@ -54,14 +54,16 @@ pub fn sent_resource_version(object: &Value, subject: &Subject) -> Result<Option
         .and_then(Value::as_str)
     {
         None | Some("") => Ok(None),
-        Some(rv) => rv.parse().map(Some).map_err(|_| ApiError::Invalid {
-            subject: subject.clone(),
-            causes: vec![FieldError::invalid(
-                "metadata.resourceVersion",
-                rv,
-                "must be a resourceVersion this server returned",
-            )],
-        }),
+        Some(rv) => crate::request::revision_of(rv)
+            .map(Some)
+            .ok_or_else(|| ApiError::Invalid {
+                subject: subject.clone(),
+                causes: vec![FieldError::invalid(
+                    "metadata.resourceVersion",
+                    rv,
+                    "must be a resourceVersion this server returned",
+                )],
+            }),
     }
 }
 
@@ -434,5 +436,22 @@ mod tests {
             ),
             (json!(1), json!("Failed"))
         );
+    }
+
+    /// Fuzzing finding (`versions`): a signed `metadata.resourceVersion` (`-1`) read as
+    /// a revision; it is now refused like any other that this server never returned.
+    #[test]
+    fn sent_resource_versions_are_unsigned_decimal_numbers() {
+        let subject = Subject::of(&rt(), "web");
+        let with = |rv: &str| json!({"metadata": {"name": "web", "resourceVersion": rv}});
+        assert_eq!(
+            sent_resource_version(&with("7"), &subject).unwrap(),
+            Some(7)
+        );
+        assert_eq!(sent_resource_version(&with(""), &subject).unwrap(), None);
+        for bad in ["-1", "+7", "7 "] {
+            let err = sent_resource_version(&with(bad), &subject).unwrap_err();
+            assert_eq!(err.code(), 422, "{bad:?}");
+        }
     }
 }
