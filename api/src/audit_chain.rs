@@ -115,7 +115,7 @@ pub fn verify(
     };
     // Order: where each event was found must match its sequence number.
     for (i, event) in events.iter().enumerate() {
-        let at = base + i as u64;
+        let at = base.saturating_add(i as u64);
         match source {
             Source::Local if event.sequence != at => failures.push(Failure {
                 event: name(event.sequence),
@@ -143,7 +143,8 @@ pub fn verify(
     let mut keys: Vec<String> = trust.keys.to_vec();
     let mut sorted: Vec<&AuditEventSpec> = events.iter().collect();
     sorted.sort_by_key(|e| e.sequence);
-    let mut expected = base;
+    // `None` once sequence `u64::MAX` was seen: nothing can follow it.
+    let mut expected = Some(base);
     let mut previous: Option<&AuditEventSpec> = None;
     for event in sorted {
         let this = name(event.sequence);
@@ -153,18 +154,18 @@ pub fn verify(
                 reason,
             })
         };
-        if event.sequence < expected {
+        let Some(next) = expected.filter(|next| event.sequence >= *next) else {
             fail(format!(
                 "sequence {} appears more than once",
                 event.sequence
             ));
             continue;
-        }
-        if event.sequence > expected {
-            let missing = if event.sequence - expected == 1 {
-                name(expected)
+        };
+        if event.sequence > next {
+            let missing = if event.sequence - next == 1 {
+                name(next)
             } else {
-                format!("{} to {}", name(expected), name(event.sequence - 1))
+                format!("{} to {}", name(next), name(event.sequence - 1))
             };
             fail(format!("gap before it: {missing} missing"));
             previous = None;
@@ -199,7 +200,7 @@ pub fn verify(
                 Err(reason) => fail(reason),
             },
         }
-        expected = event.sequence + 1;
+        expected = event.sequence.checked_add(1);
         previous = Some(event);
     }
     if let Some(checkpoint) = trust.checkpoint {
@@ -363,4 +364,64 @@ fn against_checkpoint(
         });
     }
     failures
+}
+
+#[cfg(test)]
+mod tests {
+    use ed25519_dalek::{Signer as _, SigningKey};
+    use serde_json::json;
+
+    use super::*;
+
+    /// Events of install `web` with the given sequence numbers, each chained to the one
+    /// before it and signed by `runner-a`'s key; the keys to verify them with.
+    fn signed(sequences: &[u64]) -> (Vec<AuditEventSpec>, Vec<String>) {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let keys = vec![STANDARD.encode(key.verifying_key().to_bytes())];
+        let mut events: Vec<AuditEventSpec> = Vec::new();
+        for &sequence in sequences {
+            let mut event: AuditEventSpec = serde_json::from_value(json!({
+                "install": "web", "runner": "runner-a", "sequence": sequence,
+                "timestamp": "2026-01-02T03:04:05Z", "type": "claim",
+                "previousHash": events.last().map(|e| e.hash.clone()),
+                "hash": "", "signature": "",
+            }))
+            .expect("a valid event");
+            event.hash = event_hash(&event);
+            event.signature = STANDARD.encode(key.sign(event.hash.as_bytes()).to_bytes());
+            events.push(event);
+        }
+        (events, keys)
+    }
+
+    /// Fuzzing finding (`audit_verify`): an event numbered `u64::MAX` made verification
+    /// overflow computing the next sequence (a panic in debug builds, a wrap to 0 that
+    /// hid duplicates in release ones). It is now a gap, and a second one a duplicate.
+    #[test]
+    fn the_last_possible_sequence_is_a_gap_not_an_overflow() {
+        let (events, keys) = signed(&[0, 1, u64::MAX]);
+        let trust = Trust {
+            keys: &keys,
+            checkpoint: None,
+        };
+        assert_eq!(
+            verify("web", &events[..2], Source::Local, &trust).map(|v| v.events),
+            Ok(2)
+        );
+        let failures = verify("web", &events, Source::Local, &trust).unwrap_err();
+        let max = format!("web-{}", u64::MAX);
+        assert!(
+            failures.iter().any(|f| f.event == max
+                && f.reason == format!("gap before it: web-2 to web-{} missing", u64::MAX - 1)),
+            "{failures:?}"
+        );
+        let mut twice = events.clone();
+        twice.push(events[2].clone());
+        let failures = verify("web", &twice, Source::Local, &trust).unwrap_err();
+        assert!(
+            failures.iter().any(|f| f.event == max
+                && f.reason == format!("sequence {} appears more than once", u64::MAX)),
+            "{failures:?}"
+        );
+    }
 }

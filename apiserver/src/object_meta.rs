@@ -54,14 +54,16 @@ pub fn sent_resource_version(object: &Value, subject: &Subject) -> Result<Option
         .and_then(Value::as_str)
     {
         None | Some("") => Ok(None),
-        Some(rv) => rv.parse().map(Some).map_err(|_| ApiError::Invalid {
-            subject: subject.clone(),
-            causes: vec![FieldError::invalid(
-                "metadata.resourceVersion",
-                rv,
-                "must be a resourceVersion this server returned",
-            )],
-        }),
+        Some(rv) => crate::request::revision_of(rv)
+            .map(Some)
+            .ok_or_else(|| ApiError::Invalid {
+                subject: subject.clone(),
+                causes: vec![FieldError::invalid(
+                    "metadata.resourceVersion",
+                    rv,
+                    "must be a resourceVersion this server returned",
+                )],
+            }),
     }
 }
 
@@ -434,5 +436,48 @@ mod tests {
             ),
             (json!(1), json!("Failed"))
         );
+    }
+
+    /// Fuzzing finding (`versions`): a signed `metadata.resourceVersion` (`-1`) read as
+    /// a revision; it is now refused like any other that this server never returned.
+    #[test]
+    fn sent_resource_versions_are_unsigned_decimal_numbers() {
+        let subject = Subject::of(&rt(), "web");
+        let with = |rv: &str| json!({"metadata": {"name": "web", "resourceVersion": rv}});
+        assert_eq!(
+            sent_resource_version(&with("7"), &subject).unwrap(),
+            Some(7)
+        );
+        assert_eq!(sent_resource_version(&with(""), &subject).unwrap(), None);
+        for bad in ["-1", "+7", "7 "] {
+            let err = sent_resource_version(&with(bad), &subject).unwrap_err();
+            assert_eq!(err.code(), 422, "{bad:?}");
+        }
+    }
+
+    /// Fuzzing finding (`patch_strategic`): a number with more digits than an f64 holds
+    /// (`33…3`, 53 digits) was parsed approximately, so the stored object read back as
+    /// another one and changed again on every read-modify-write. serde_json's
+    /// `float_roundtrip` parses every number to the nearest f64, which prints back as
+    /// the same number: stored once, an object reads back unchanged.
+    #[test]
+    fn numbers_beyond_an_f64s_digits_read_back_as_stored() {
+        let body = br#"{"apiVersion": 33333333333333333333333333333333333333333333333333333,
+            "metadata": {"name": "web"},
+            "spec": {"tiny": 1.00000000000000000000000000000000000000001e-300,
+                     "big": 9.87654321987654321987654321e300, "exact": 18446744073709551616}}"#;
+        let object: Value = serde_json::from_slice(body).unwrap();
+        let stored = to_store(&object);
+        let kv = KeyValue {
+            key: "/registry/outpost.dev/installs/acme/web".into(),
+            value: stored.clone(),
+            create_revision: 1,
+            mod_revision: 2,
+            version: 1,
+        };
+        let mut read = from_store(&kv).unwrap();
+        read["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        assert_eq!(read, object);
+        assert_eq!(to_store(&read), stored, "a second write stores the same bytes");
     }
 }

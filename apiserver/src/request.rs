@@ -3,6 +3,9 @@
 
 use http::Method;
 
+use crate::status::ApiError;
+use crate::storage::Revision;
+
 /// The verb of a resource request, as authorization sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verb {
@@ -142,6 +145,22 @@ impl RequestInfo {
     }
 }
 
+/// A `resourceVersion` query parameter other than `"0"` (which callers handle first) as
+/// the store revision it names; anything else is a 400.
+pub fn parse_resource_version(rv: &str) -> Result<Revision, ApiError> {
+    revision_of(rv).ok_or_else(|| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))
+}
+
+/// The revision a resourceVersion names: decimal digits only, as kube-apiserver parses
+/// them (`strconv.ParseUint`). A sign is refused: `-1` would otherwise read as a
+/// revision, which etcd takes for "the latest" in an exact read.
+pub fn revision_of(rv: &str) -> Option<Revision> {
+    if rv.is_empty() || !rv.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    rv.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +221,18 @@ mod tests {
             RequestInfo::parse(&Method::GET, "/version", false),
             RequestInfo::NonResource { .. }
         ));
+    }
+
+    /// Fuzzing finding (`versions`): `-1` and `+7` parsed as revisions (Rust's integer
+    /// parser takes a sign); kube-apiserver refuses them with 400.
+    #[test]
+    fn resource_versions_are_unsigned_decimal_numbers() {
+        assert_eq!(parse_resource_version("42").unwrap(), 42);
+        assert_eq!(revision_of("0"), Some(0));
+        for bad in ["-1", "+7", "", " 1", "1e3", "0x10", "99999999999999999999"] {
+            let err = parse_resource_version(bad).unwrap_err();
+            assert_eq!(err.code(), 400, "{bad:?}");
+            assert_eq!(err.to_string(), format!("invalid resourceVersion {bad:?}"));
+        }
     }
 }

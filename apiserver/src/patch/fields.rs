@@ -269,6 +269,100 @@ impl FieldSet {
 
 const MEMBER: &str = ".";
 
+/// What one [`FieldPath`] in a [`FieldSet`] costs in memory, beyond its elements: the
+/// vector and the set's node.
+const PATH_COST: usize = 48;
+/// What one [`PathElement`] of a [`FieldPath`] costs, beyond the bytes of its text.
+const ELEMENT_COST: usize = std::mem::size_of::<PathElement>();
+
+/// An estimate of the bytes [`FieldSet::of_object`] of `object` takes; counting stops
+/// past `budget`. A field set holds every leaf's whole path, so an object with many
+/// leaves under a deep chain of long keys costs far more than its own size (a 3 MiB
+/// body could ask for tens of gigabytes): callers check this before computing the set.
+pub fn field_set_cost(object: &Value, budget: usize) -> usize {
+    /// Where a value is: list shapes depend on it (`metadata.finalizers`, ...).
+    #[derive(Clone, Copy)]
+    enum Place<'a> {
+        Metadata,
+        InMetadata(&'a str),
+        /// A node of a `managedFields` entry's `fieldsV1`: each is a path when decoded.
+        FieldsV1,
+        Other,
+    }
+    let Value::Object(root) = object else {
+        return 0;
+    };
+    let mut total = 0usize;
+    let mut stack: Vec<(&Value, usize, Place)> = root
+        .iter()
+        .map(|(key, value)| {
+            let place = if key == "metadata" {
+                Place::Metadata
+            } else {
+                Place::Other
+            };
+            (value, PATH_COST + ELEMENT_COST + key.len(), place)
+        })
+        .collect();
+    while let Some((value, cost, place)) = stack.pop() {
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                if matches!(place, Place::FieldsV1) {
+                    total = total.saturating_add(cost);
+                }
+                for (key, child) in map {
+                    let child_place = match place {
+                        Place::Metadata => Place::InMetadata(key),
+                        Place::FieldsV1 => Place::FieldsV1,
+                        _ => Place::Other,
+                    };
+                    let child_cost = cost.saturating_add(ELEMENT_COST + key.len());
+                    stack.push((child, child_cost, child_place));
+                }
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let path = match place {
+                    Place::InMetadata(field) => FieldPath::fields(&["metadata", field]),
+                    _ => FieldPath::default(),
+                };
+                let shape = ListShape::of(&path, items);
+                if shape == ListShape::Atomic {
+                    total = total.saturating_add(cost);
+                }
+                if matches!(place, Place::InMetadata("managedFields")) {
+                    // Decoded into field sets too (`decode_managed_fields`).
+                    let trees = items.iter().filter_map(|entry| entry.get("fieldsV1"));
+                    stack.extend(trees.map(|tree| (tree, PATH_COST, Place::FieldsV1)));
+                }
+                for item in items {
+                    let Some(element) = shape.element(item) else {
+                        continue;
+                    };
+                    let text = match &element {
+                        PathElement::Field(t) | PathElement::Key(t) | PathElement::Value(t) => {
+                            t.len()
+                        }
+                        PathElement::Index(_) => 0,
+                    };
+                    let item_cost = cost.saturating_add(ELEMENT_COST + text);
+                    total = total.saturating_add(item_cost);
+                    if let Value::Object(fields) = item {
+                        for (key, child) in fields {
+                            let child_cost = item_cost.saturating_add(ELEMENT_COST + key.len());
+                            stack.push((child, child_cost, Place::Other));
+                        }
+                    }
+                }
+            }
+            _ => total = total.saturating_add(cost),
+        }
+        if total > budget {
+            break;
+        }
+    }
+    total
+}
+
 /// Whether the `FieldsV1` tree `tree` holds `path`, without decoding it: the path's
 /// node exists and is a member (a leaf `{}` or a node with `.`). List-item keys are
 /// compared as written, and, failing that, as their JSON values.

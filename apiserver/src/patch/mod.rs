@@ -9,7 +9,7 @@ mod managed;
 mod strategic;
 
 pub use apply::{ApplyConflict, FieldConflict, record_update, server_side_apply};
-pub use fields::{FieldPath, FieldSet, ListShape, PathElement};
+pub use fields::{FieldPath, FieldSet, ListShape, PathElement, field_set_cost};
 pub use managed::{
     APPLY, ManagedEntry, Manager, UPDATE, decode_managed_fields, encode_managed_fields,
 };
@@ -27,6 +27,31 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
 /// The body kube answers for a PATCH content type it does not serve for CRDs.
 const UNSUPPORTED: &str = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+
+/// The most memory tracking one object's fields may take ([`field_set_cost`]): 64 MiB.
+/// Kube-apiserver needs no such limit, its field sets being trees; ours hold each leaf's
+/// whole path, which a small body can make enormous.
+pub const MAX_FIELD_SET_BYTES: usize = 64 * 1024 * 1024;
+
+/// 422 `Invalid` for an object whose fields would take more than
+/// [`MAX_FIELD_SET_BYTES`] to track (the field sets of server-side apply and
+/// `managedFields`), before anything computes them.
+pub fn check_trackable(object: &Value) -> Result<(), ApiError> {
+    let cost = field_set_cost(object, MAX_FIELD_SET_BYTES);
+    if cost <= MAX_FIELD_SET_BYTES {
+        return Ok(());
+    }
+    Err(invalid_patch(
+        object,
+        FieldError {
+            field: "metadata.managedFields".into(),
+            kind: FieldErrorKind::TooLong,
+            message: format!(
+                "Too long: tracking the object's fields would take more than {MAX_FIELD_SET_BYTES} bytes (every leaf's path, with its keys): use fewer, shallower or shorter fields"
+            ),
+        },
+    ))
+}
 
 /// A PATCH request's kind, from its `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +134,7 @@ pub fn apply_patch(
             "the patched object must be a JSON object".into(),
         ));
     }
+    check_trackable(&patched)?;
     Ok(patched)
 }
 
@@ -122,9 +148,9 @@ fn apply_json_patch(existing: &Value, body: &[u8], limits: &Limits) -> Result<Va
         });
     }
     let mut doc = existing.clone();
-    let mut copied = 0usize;
+    let mut grown = Growth::default();
     for op in patch.iter() {
-        check_growth(existing, &doc, op, limits, &mut copied)?;
+        check_growth(existing, &doc, op, limits, &mut grown)?;
         let null_test = match op {
             PatchOperation::Test(test) if test.value.is_null() => Some(test.path.as_str()),
             _ => None,
@@ -146,22 +172,35 @@ fn apply_json_patch(existing: &Value, body: &[u8], limits: &Limits) -> Result<Va
     Ok(doc)
 }
 
+/// The bytes a JSON patch's `copy` operations added, and those of the values its `move`
+/// operations took deeper (each must be walked to check its depth).
+#[derive(Default)]
+struct Growth {
+    copied: usize,
+    moved_deeper: usize,
+}
+
 /// Refuses `op` before it runs if it would nest a value deeper than the object depth
-/// limit, or if it is a `copy` taking the bytes copied by the patch over the request
-/// body limit (kube's `JSONPatchMaxCopyBytes`, with its message).
+/// limit, if it is a `copy` taking the bytes copied by the patch over the request body
+/// limit (kube's `JSONPatchMaxCopyBytes`, with its message), or a `move` taking the
+/// bytes moved deeper over that limit. A `move` to the same depth or shallower cannot
+/// nest anything deeper and is not walked, so reordering a list costs nothing; without
+/// the bound, ten thousand moves of a large value down and back up walked it each time.
 fn check_growth(
     existing: &Value,
     doc: &Value,
     op: &PatchOperation,
     limits: &Limits,
-    copied: &mut usize,
+    grown: &mut Growth,
 ) -> Result<(), ApiError> {
     let added = match op {
         PatchOperation::Add(add) => Some(&add.value),
         PatchOperation::Replace(replace) => Some(&replace.value),
         PatchOperation::Copy(copy) => doc.pointer(copy.from.as_str()),
-        PatchOperation::Move(moved) => doc.pointer(moved.from.as_str()),
-        PatchOperation::Remove(_) | PatchOperation::Test(_) => None,
+        PatchOperation::Move(moved) if op.path().count() > moved.from.count() => {
+            doc.pointer(moved.from.as_str())
+        }
+        PatchOperation::Move(_) | PatchOperation::Remove(_) | PatchOperation::Test(_) => None,
     };
     let Some(added) = added else {
         return Ok(()); // nothing added, or a missing `from` the patch itself reports
@@ -175,18 +214,21 @@ fn check_growth(
             too_deep(&dotted(path.as_str()), max_depth),
         ));
     }
-    if let PatchOperation::Copy(_) = op {
-        *copied = copied.saturating_add(encoded_len(added));
-        if *copied > limits.max_request_body_bytes {
-            return Err(patch_failed(
-                existing,
-                path.as_str(),
-                &format!(
-                    "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {}",
-                    limits.max_request_body_bytes
-                ),
-            ));
-        }
+    let (total, what) = match op {
+        PatchOperation::Copy(_) => (&mut grown.copied, "copy"),
+        PatchOperation::Move(_) => (&mut grown.moved_deeper, "move"),
+        _ => return Ok(()),
+    };
+    *total = total.saturating_add(encoded_len(added));
+    if *total > limits.max_request_body_bytes {
+        return Err(patch_failed(
+            existing,
+            path.as_str(),
+            &format!(
+                "Unable to complete the {what}, the accumulated size increase of {what} is {total}, exceeding the limit {}",
+                limits.max_request_body_bytes
+            ),
+        ));
     }
     Ok(())
 }
@@ -306,6 +348,7 @@ pub fn parse_apply_body(body: &[u8]) -> Result<Value, ApiError> {
             "metadata.managedFields must be nil".into(),
         ));
     }
+    check_trackable(&applied)?;
     Ok(applied)
 }
 

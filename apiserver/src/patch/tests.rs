@@ -229,6 +229,21 @@ fn patch_options_are_validated_like_kube() {
     validate_patch_options(PatchType::Json, None, None).unwrap();
 }
 
+/// Asserts that the JSON patch `ops` is refused with 422 for the bytes its `what`
+/// (`copy`, `move`) operations add, with kube's message.
+fn assert_over_growth_limit(existing: &Value, ops: &[Value], limits: &Limits, what: &str) {
+    let body = serde_json::to_vec(ops).unwrap();
+    let err = apply_patch(PatchType::Json, existing, &body, limits).unwrap_err();
+    assert_eq!(err.code(), 422);
+    let message = err.status()["details"]["causes"][0]["message"].clone();
+    let expected =
+        format!("Unable to complete the {what}, the accumulated size increase of {what} is ");
+    assert!(
+        message.as_str().unwrap().starts_with(&expected),
+        "{message}"
+    );
+}
+
 #[test]
 fn json_patch_copies_are_bounded_by_the_request_body_limit() {
     // Each copy doubles a map: 7 copies of 1 KiB take it past 64 KiB of copied bytes.
@@ -241,17 +256,7 @@ fn json_patch_copies_are_bounded_by_the_request_body_limit() {
     let ops: Vec<Value> = (0..16)
         .map(|i| json!({"op": "copy", "from": "/spec/m", "path": format!("/spec/m/k{}", i + 1)}))
         .collect();
-    let body = serde_json::to_vec(&ops).unwrap();
-    let err = apply_patch(PatchType::Json, &existing, &body, &limits).unwrap_err();
-    assert_eq!(err.code(), 422);
-    let message = err.status()["details"]["causes"][0]["message"].clone();
-    assert!(
-        message
-            .as_str()
-            .unwrap()
-            .starts_with("Unable to complete the copy, the accumulated size increase of copy is "),
-        "{message}"
-    );
+    assert_over_growth_limit(&existing, &ops, &limits, "copy");
     // Four copies (15 KiB in all) fit.
     let few = serde_json::to_vec(&ops[..4]).unwrap();
     let patched = apply_patch(PatchType::Json, &existing, &few, &limits).unwrap();
@@ -291,4 +296,127 @@ fn json_patches_over_ten_thousand_operations_are_too_large() {
         err.to_string(),
         "The allowed maximum operations in a JSON patch is 10000, got 10001"
     );
+}
+
+/// An object whose field set (every leaf's whole path, keys included) would take
+/// `leaves × depth × key` bytes: 60 levels of 2,000-byte keys over 5,000 leaves is
+/// about 600 MB to track from a body of 170 KB (and it grows as the product).
+fn fields_bomb() -> Value {
+    let leaves: serde_json::Map<String, Value> =
+        (0..5_000).map(|i| (format!("k{i}"), json!(0))).collect();
+    let mut value = Value::Object(leaves);
+    for level in 0..60 {
+        value = json!({ format!("{level}{}", "x".repeat(2_000)): value });
+    }
+    json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "Install",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": value,
+    })
+}
+
+fn assert_untrackable(err: ApiError) {
+    let ApiError::Invalid { subject, causes } = err else {
+        panic!("expected 422 Invalid, got {err:?}");
+    };
+    assert_eq!(
+        (subject.kind.as_str(), subject.name.as_str()),
+        ("Install", "web")
+    );
+    assert_eq!(causes[0].field, "metadata.managedFields");
+    assert!(
+        causes[0]
+            .message
+            .contains("tracking the object's fields would take more than"),
+        "{}",
+        causes[0].message
+    );
+}
+
+/// Found while writing the fuzz targets (their 64 KiB inputs make megabytes, not
+/// gigabytes, so the fuzzer cannot show it): a small body whose field set (built
+/// for managedFields and server-side apply) takes gigabytes exhausted the server's
+/// memory. Apply bodies, patch results and create/update bodies are now refused first.
+#[test]
+fn objects_whose_field_sets_would_take_gigabytes_are_refused_before_tracking() {
+    let bomb = fields_bomb();
+    assert!(field_set_cost(&bomb, usize::MAX) > 1 << 29);
+    let body = serde_json::to_vec(&bomb).unwrap();
+    assert!(body.len() < 200_000, "{}", body.len());
+    assert_untrackable(parse_apply_body(&body).unwrap_err());
+    let merge = serde_json::to_vec(&json!({"spec": bomb["spec"]})).unwrap();
+    assert_untrackable(
+        apply_patch(PatchType::Merge, &install(), &merge, &Limits::default()).unwrap_err(),
+    );
+    assert_untrackable(apply_strategic_merge(&install(), &merge).unwrap_err());
+
+    // `managedFields` sent with an object are decoded into field sets too.
+    let leaves: serde_json::Map<String, Value> =
+        (0..5_000).map(|i| (format!("f:k{i}"), json!({}))).collect();
+    let mut tree = Value::Object(leaves);
+    for level in 0..60 {
+        tree = json!({ format!("f:{level}{}", "x".repeat(2_000)): tree });
+    }
+    let mut managed = install();
+    managed["metadata"]["managedFields"] = json!([{
+        "manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": tree,
+    }]);
+    assert_untrackable(check_trackable(&managed).unwrap_err());
+}
+
+/// Realistic objects stay far below the field-set budget: the cost is a small multiple
+/// of their size.
+#[test]
+fn field_set_cost_of_ordinary_objects_is_a_small_multiple_of_their_size() {
+    let object = install();
+    let cost = field_set_cost(&object, usize::MAX);
+    let exact: usize = FieldSet::of_object(&object)
+        .0
+        .iter()
+        .map(|p| 48 + p.0.len() * std::mem::size_of::<PathElement>())
+        .sum();
+    assert!(
+        cost >= exact,
+        "estimate {cost} below the paths' own size {exact}"
+    );
+    assert!(cost < 20 * serde_json::to_vec(&object).unwrap().len());
+    assert!(check_trackable(&object).is_ok());
+}
+
+/// Found while writing the fuzz targets: every `move` was walked to check its depth, so
+/// ten thousand moves of a large value down a level and back up walked it five thousand
+/// times (minutes of CPU for one request). Moves deeper now count their bytes against
+/// the request body limit like copies; moves to the same depth or up are not walked.
+#[test]
+fn json_patch_moves_deeper_are_bounded_like_copies_and_reorders_are_free() {
+    let limits = Limits {
+        max_request_body_bytes: 64 * 1024,
+        ..Limits::default()
+    };
+    let mut existing = install();
+    existing["spec"]["big"] = json!({"k": "x".repeat(10 * 1024)});
+    existing["spec"]["box"] = json!({});
+    let down_and_up: Vec<Value> = (0..10)
+        .flat_map(|_| {
+            [
+                json!({"op": "move", "from": "/spec/big", "path": "/spec/box/big"}),
+                json!({"op": "move", "from": "/spec/box/big", "path": "/spec/big"}),
+            ]
+        })
+        .collect();
+    assert_over_growth_limit(&existing, &down_and_up, &limits, "move");
+    // Five moves down (50 KiB) fit.
+    let few = serde_json::to_vec(&down_and_up[..10]).unwrap();
+    let patched = apply_patch(PatchType::Json, &existing, &few, &limits).unwrap();
+    assert_eq!(patched["spec"]["big"], existing["spec"]["big"]);
+
+    // Reordering a list moves at the same depth: unbounded by the copy limit.
+    existing["spec"]["list"] = json!([{"k": "x".repeat(10 * 1024)}, {"k": "y"}]);
+    let swaps: Vec<Value> = (0..20)
+        .map(|_| json!({"op": "move", "from": "/spec/list/0", "path": "/spec/list/1"}))
+        .collect();
+    let body = serde_json::to_vec(&swaps).unwrap();
+    let patched = apply_patch(PatchType::Json, &existing, &body, &limits).unwrap();
+    assert_eq!(patched["spec"]["list"], existing["spec"]["list"]);
 }

@@ -74,6 +74,7 @@ pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiErro
             "the body of the request must be a JSON object".into(),
         ));
     }
+    crate::patch::check_trackable(&value)?;
     Ok(value)
 }
 

@@ -107,9 +107,7 @@ fn read_revision(call: &Call) -> Result<Option<Revision>, ApiError> {
     let Some(rv) = call.param("resourceVersion").filter(|rv| *rv != "0") else {
         return Ok(None);
     };
-    let rv: Revision = rv
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?;
+    let rv = crate::request::parse_resource_version(rv)?;
     match call.param("resourceVersionMatch") {
         Some("Exact") => Ok(Some(rv)),
         _ => Ok(None),
@@ -152,10 +150,7 @@ async fn from_cache(call: &Call, filter: &Filter) -> Result<Option<Snapshot>, Ap
     let cache = call.state.cache(&call.rt)?;
     let wanted = match call.param("resourceVersion") {
         Some("0") => None,
-        Some(rv) => Some(
-            rv.parse::<Revision>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
-        ),
+        Some(rv) => Some(crate::request::parse_resource_version(rv)?),
         None => Some(
             call.state
                 .store

@@ -37,6 +37,7 @@ use crate::watch_cache::{CacheSet, Progress, WatchCache};
 pub use bench::{
     ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
 };
+pub use body::decode_object;
 pub use connection::{ConnectionLimits, ConnectionMetrics};
 pub use inflight::{InflightLimits, Refusal};
 pub use metrics::{Metrics, StoreMetrics};

@@ -131,10 +131,7 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
     let bookmarks = call.flag("allowWatchBookmarks");
     let send_initial = call.flag("sendInitialEvents");
     let requested = match call.param("resourceVersion").filter(|rv| *rv != "0") {
-        Some(rv) => Some(
-            rv.parse::<Revision>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
-        ),
+        Some(rv) => Some(crate::request::parse_resource_version(rv)?),
         None => None,
     };
     let state = call.state.clone();
