@@ -476,8 +476,15 @@ mod tests {
             version: 1,
         };
         let mut read = from_store(&kv).unwrap();
-        read["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        read["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
         assert_eq!(read, object);
-        assert_eq!(to_store(&read), stored, "a second write stores the same bytes");
+        assert_eq!(
+            to_store(&read),
+            stored,
+            "a second write stores the same bytes"
+        );
     }
 }

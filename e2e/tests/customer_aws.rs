@@ -27,7 +27,9 @@
 //!   provably gets it, the runner writes it into the Kubernetes Secret the App names in
 //!   the customer's cluster (web reads it from there), and it is in no object of the
 //!   control plane's store (both backends), no API answer, no Plan log, no DriftReport
-//!   and no audit event.
+//!   and no audit event. A second step prints it and the role's `$AWS_SESSION_TOKEN`
+//!   (plain, base64, to stdout and stderr): the Plan's log shows `***` in their place,
+//!   and the recording proxy, the store and etcd hold neither.
 //! * Drift checks run under the component's deploy role (`assumed-role/ROLE/drift-NAME`):
 //!   the database's, which needs its password, reports in sync.
 //!
@@ -733,6 +735,20 @@ async fn start(backend: Backend) -> Flow {
 
 /// [`start`], with every client of the control plane (the runner, the controllers,
 /// kubectl, `outpost`, the test's own) going through a [`RecordingProxy`] when `record`.
+/// The leak test's migrate action gains a step that prints what a careless (or
+/// curious) vendor step would: the database password and the role's session token,
+/// plain and base64. It keeps the session token in its work dir (on the customer's VM,
+/// never sent) so the test can search for it.
+fn with_a_leaky_step(example: &std::path::Path) {
+    let actions = example.join("actions.yaml");
+    let text = std::fs::read_to_string(&actions).unwrap();
+    let migrate =
+        "        DATABASE_PASSWORD: \"{{ secrets.db_password }}\"\n  timeoutSeconds: 900\n";
+    assert!(text.contains(migrate), "actions.yaml's migrate step");
+    let leaky = "        DATABASE_PASSWORD: \"{{ secrets.db_password }}\"\n    - name: leaky\n      script: |\n        test -n \"$AWS_SESSION_TOKEN\" || { echo \"no role credentials\" >&2; exit 1; }\n        printf '%s' \"$AWS_SESSION_TOKEN\" > \"$OUTPOST_WORK_DIR/session-token\"\n        echo \"password: $DATABASE_PASSWORD\"\n        echo \"session: $AWS_SESSION_TOKEN\"\n        echo \"password, base64: $(printf '%s' \"$DATABASE_PASSWORD\" | base64 -w0)\"\n        echo \"to stderr: $DATABASE_PASSWORD\" >&2\n      env:\n        DATABASE_PASSWORD: \"{{ secrets.db_password }}\"\n  timeoutSeconds: 900\n";
+    std::fs::write(&actions, text.replace(migrate, leaky)).unwrap();
+}
+
 async fn start_with(backend: Backend, record: bool) -> Flow {
     let customer = Customer::start().await;
     // The vendor's registry with the shop's image, and the install's registry it is
@@ -755,6 +771,9 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
     let kubectl = cp.kubectl();
     let example_dir = tempfile::tempdir().unwrap();
     let example = example_with_registries(example_dir.path(), &vendor, &registry);
+    if record {
+        with_a_leaky_step(&example);
+    }
     kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
     let client = cp.client().await;
     let stacks: Api<InstallStack> = Api::namespaced(client.clone(), "default");
@@ -1545,6 +1564,38 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
         .await;
     }
 
+    // A step printed the password and the role's session token: the Plan's log shows
+    // `***` in their place.
+    let session_token =
+        std::fs::read_to_string(flow.state.join("work/action-migrate/job/session-token"))
+            .expect("the leaky step kept the session token");
+    assert!(session_token.len() > 16, "{session_token:?}");
+    let session_encoded = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&session_token)
+    };
+    let plans: Api<outpost_api::Plan> = Api::namespaced(flow.cp.client().await, "default");
+    let migrate = plans
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| p.spec.entity.name == "migrate")
+        .expect("a migrate Plan");
+    let log = migrate.status.unwrap().log.unwrap_or_default();
+    for line in [
+        "password: ***",
+        "session: ***",
+        "password, base64: ***",
+        "to stderr: ***",
+    ] {
+        assert!(
+            log.contains(line),
+            "{line:?} is not in the Plan's log:\n{log}"
+        );
+    }
+
     // No object the control plane serves holds it, plain or base64: every kind (Plans
     // with their logs and outputs, AuditEvents, DriftReports, InstallStacks, Runners).
     let events = flow.audit_verifies().await;
@@ -1592,6 +1643,10 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
             !listed.contains(&password) && !listed.contains(&encoded),
             "the password is in the {type_} the control plane serves"
         );
+        assert!(
+            !listed.contains(&session_token) && !listed.contains(&session_encoded),
+            "the session token is in the {type_} the control plane serves"
+        );
     }
     // Nor is it anywhere in the store's files (embedded) or in etcd.
     match flow.cp.etcd_endpoint() {
@@ -1602,6 +1657,11 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
                 assert!(
                     !contains(&bytes, &password) && !contains(&bytes, &encoded),
                     "the password is in {}",
+                    path.display()
+                );
+                assert!(
+                    !contains(&bytes, &session_token),
+                    "the session token is in {}",
                     path.display()
                 );
             }
@@ -1616,6 +1676,10 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
             assert!(
                 !contains(&output.stdout, &password) && !contains(&output.stdout, &encoded),
                 "the password is in etcd"
+            );
+            assert!(
+                !contains(&output.stdout, &session_token),
+                "the session token is in etcd"
             );
         }
     }
@@ -1657,9 +1721,21 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
             "the password ({form}) is in an API response"
         );
     }
+    let session_escaped = serde_json::to_string(&session_token).unwrap();
+    for form in [
+        session_token.as_str(),
+        session_encoded.as_str(),
+        session_escaped.trim_matches('"'),
+    ] {
+        assert!(
+            !contains(&responses, form),
+            "the session token ({form}) is in an API response"
+        );
+    }
+    let requests = requests.into_bytes();
     assert!(
-        !contains(&requests.into_bytes(), &password),
-        "the password is in an API request"
+        !contains(&requests, &password) && !contains(&requests, &session_token),
+        "the password or the session token is in an API request"
     );
 
     // Nor in the runner's signed audit log or its journal in the state dir.
@@ -1668,8 +1744,8 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
             continue;
         }
         assert!(
-            !contains(&bytes, &password),
-            "the password is in the runner's {}",
+            !contains(&bytes, &password) && !contains(&bytes, &session_token),
+            "the password or the session token is in the runner's {}",
             path.display()
         );
     }

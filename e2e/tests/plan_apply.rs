@@ -411,6 +411,15 @@ async fn kubernetes_diffs_show_changed_fields_and_moved_objects_are_planned_agai
         json!(true),
         "the diff is shown above the Approve button"
     );
+    // The runner's audit of the diff says it asked a person, and for which diff.
+    let page = browser.text("body").await;
+    assert!(
+        page.contains(&format!(
+            "asked for a person's approval of the diff {}",
+            first.hash
+        )),
+        "{page}"
+    );
     browser.screenshot("kubernetes-approval").await;
 
     // Edited out of band before the approval: the runner asks again.

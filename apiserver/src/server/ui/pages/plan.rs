@@ -220,9 +220,19 @@ async fn render(
         } @else {
             @for e in &runner_diffs {
                 @let details = e.spec.details.clone().unwrap_or_default();
-                p.muted { (details.get("executor").and_then(|v| v.as_str()).unwrap_or("executor")) " · "
-                    (if details.get("changes").and_then(serde_json::Value::as_bool).unwrap_or(false) { "changes" } else { "no changes" }) }
-                pre #runner-diff { (details.get("summary").map(|s| s.as_str().map(str::to_owned).unwrap_or_else(|| pretty(s))).unwrap_or_default()) }
+                @let text = |key: &str| details.get(key).and_then(|v| v.as_str()).unwrap_or("—").to_owned();
+                @if let Some(summary) = details.get("summary") {
+                    p.muted { "event " (e.spec.sequence) " · " (text("executor")) " · "
+                        (if details.get("changes").and_then(serde_json::Value::as_bool).unwrap_or(false) { "changes" } else { "no changes" }) }
+                    pre #runner-diff { (summary.as_str().map(str::to_owned).unwrap_or_else(|| pretty(summary))) }
+                } @else if details.get("awaitingApproval").is_some() {
+                    p.muted { "event " (e.spec.sequence) " · asked for a person's approval of the diff " code { (text("diffHash")) } }
+                } @else if details.get("applied") == Some(&serde_json::Value::Bool(false)) {
+                    p.muted { "event " (e.spec.sequence) " · did not apply the approved diff " code { (text("approvedDiff")) } ": " (text("reason")) }
+                } @else {
+                    p.muted { "event " (e.spec.sequence) }
+                    pre { (pretty(&details)) }
+                }
             }
         }
         h2 { "Rendered desired state" }
