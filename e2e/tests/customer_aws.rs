@@ -2,8 +2,9 @@
 //! enforcement on, every part real: the control plane and controllers, the customer
 //! creating the install stack the control plane rendered (`outpost stack`) with the
 //! CloudFormation SDK, and `outpost runner` started with the command line of the stack's
-//! user data (`--token-secret ARN`, `--stack`, `--aws-region`, plus `--aws-endpoint` and
-//! the test's cluster for the emulator) under the stack's runner instance role.
+//! user data (`--token-secret ARN`, `--stack`, `--aws-region`, plus `--aws-endpoint`,
+//! `--sandbox-host-loopback` (steps reach the emulator on the host's loopback) and the
+//! test's cluster for the emulator) under the stack's runner instance role.
 //!
 //! * The runner token reaches the runner only through the customer's Secrets Manager: it
 //!   is nowhere in the template the vendor hands over, the runner's command line and
@@ -886,6 +887,9 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         .arg(&cp.tls.ca)
         .arg("--aws-endpoint")
         .arg(customer.moto.endpoint())
+        // The emulator is on the host's loopback: job steps (in network namespaces of
+        // their own) reach it through the relay's gateway only when allowed to.
+        .arg("--sandbox-host-loopback")
         .args(["--stack-refresh-seconds", "2"])
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig(&cluster.admin_token))

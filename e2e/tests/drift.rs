@@ -239,6 +239,9 @@ fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Pa
         .arg(&cp.tls.ca)
         .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
         .arg(&state)
+        // The App's sandbox is a local module directory.
+        .arg("--module-root")
+        .arg(dir.join("sandbox"))
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig(&cluster.admin_token))
         .arg("--policies")

@@ -95,6 +95,11 @@ impl Site {
         let mut command =
             install_runner_command(&self.install, &cp.url, &cp.tls.ca, &self.token, &self.state);
         command.arg("--terraform").arg(on_path("terraform"));
+        // The terraform components' module is a local directory next to the state dir.
+        let modules = self.state.with_file_name("module-src");
+        if modules.is_dir() {
+            command.arg("--module-root").arg(modules);
+        }
         if let Some(kubeconfig) = &self.kubeconfig {
             command.arg("--kubeconfig").arg(kubeconfig);
         }

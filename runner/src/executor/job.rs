@@ -172,6 +172,18 @@ impl JobExecutor {
                 .iter()
                 .filter(|(name, _)| !name.starts_with(crate::secrets::ENV_PREFIX)),
         );
+        // The runner's AWS endpoint on the host's loopback (an emulator, a local egress
+        // proxy) is, from the step's own network namespace, the relay's gateway — and
+        // reachable only when the customer lets steps reach the host's loopback.
+        if network && self.sandbox.network().host_loopback {
+            for (name, value) in &ctx.env {
+                if name.starts_with("AWS_ENDPOINT_URL")
+                    && let Some(seen) = loopback_as_seen_from_a_step(value)
+                {
+                    command.env(name, seen);
+                }
+            }
+        }
         Ok(sandboxed)
     }
 
@@ -297,5 +309,38 @@ impl Executor for JobExecutor {
         last_applied: &'a Value,
     ) -> BoxFuture<'a, anyhow::Result<Value>> {
         Box::pin(async move { Ok(last_applied.clone()) })
+    }
+}
+
+/// `url` (`http(s)://127.0.0.1…`, `localhost` or `[::1]`) with the host's loopback as a
+/// step in its own network namespace reaches it: the relay's gateway
+/// ([`sandbox::network::GATEWAY`]). Other URLs: `None`.
+fn loopback_as_seen_from_a_step(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    ["127.0.0.1", "localhost", "[::1]"].iter().find_map(|host| {
+        let after = rest.strip_prefix(host)?;
+        (after.is_empty() || after.starts_with([':', '/']))
+            .then(|| format!("{scheme}://{}{after}", sandbox::network::GATEWAY))
+    })
+}
+
+#[cfg(test)]
+mod loopback_tests {
+    use super::loopback_as_seen_from_a_step as seen;
+
+    #[test]
+    fn loopback_endpoints_are_the_relays_gateway_from_a_step() {
+        assert_eq!(
+            seen("http://127.0.0.1:5000").as_deref(),
+            Some("http://10.0.2.2:5000")
+        );
+        assert_eq!(
+            seen("https://localhost/x").as_deref(),
+            Some("https://10.0.2.2/x")
+        );
+        assert_eq!(seen("http://[::1]:9").as_deref(), Some("http://10.0.2.2:9"));
+        assert_eq!(seen("http://127.0.0.10:5000"), None);
+        assert_eq!(seen("https://sts.amazonaws.com"), None);
+        assert_eq!(seen("localhost:5000"), None);
     }
 }
