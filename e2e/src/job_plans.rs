@@ -89,16 +89,10 @@ pub async fn pending_plan(
     entity: &str,
     desired: serde_json::Value,
 ) {
-    let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
-        "spec": {"install": install, "operation": "deploy",
-                 "entity": {"kind": "component", "name": entity},
-                 "contentHash": outpost_api::content_hash(&desired),
-                 "desiredState": desired}});
     plans
         .create(
             &PostParams::default(),
-            &serde_json::from_value(plan).unwrap(),
+            &serde_json::from_value(deploy_plan(name, install, entity, desired)).unwrap(),
         )
         .await
         .unwrap();
@@ -237,21 +231,31 @@ pub fn local_events(state: &Path) -> usize {
 /// The JSON body of a `deploy` Plan of component `web` named `name` for `install`
 /// (labelled with it), for tests that send Plans as raw requests.
 pub fn plan_body(name: &str, install: &str) -> Vec<u8> {
-    let desired = serde_json::json!({"note": name});
-    serde_json::json!({
+    deploy_plan(name, install, "web", json!({"note": name}))
+        .to_string()
+        .into_bytes()
+}
+
+/// A `deploy` Plan of component `entity` named `name` for `install` (labelled with it),
+/// rendering `desired`, with its content hash: the one Plan body the tests send.
+pub fn deploy_plan(
+    name: &str,
+    install: &str,
+    entity: &str,
+    desired: serde_json::Value,
+) -> serde_json::Value {
+    json!({
         "apiVersion": "outpost.dev/v1alpha1",
         "kind": "Plan",
         "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
         "spec": {
             "install": install,
             "operation": "deploy",
-            "entity": {"kind": "component", "name": "web"},
-            "desiredState": desired,
+            "entity": {"kind": "component", "name": entity},
             "contentHash": outpost_api::content_hash(&desired),
+            "desiredState": desired,
         },
     })
-    .to_string()
-    .into_bytes()
 }
 
 /// The hash the test events of [`audit_event_body`] carry: `install` and `sequence`'s.

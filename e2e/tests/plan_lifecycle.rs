@@ -6,6 +6,7 @@
 //! bound to the diff they reviewed, and recorded with the authenticated user.
 
 use outpost_api::plan_lifecycle::{ChangeAction, FieldChange, PlanDiff, ResourceChange};
+use outpost_e2e::job_plans::deploy_plan;
 use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends};
 use serde_json::{Value, json};
 
@@ -219,23 +220,13 @@ impl World {
 }
 
 fn plan(name: &str, install: &str, labels: Value) -> Value {
-    let desired = json!({"note": name});
+    let mut plan = deploy_plan(name, install, "web", json!({"note": name}));
     let mut labels = labels;
     labels["outpost.dev/install"] = json!(install);
-    json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "Plan",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "install": install,
-            "operation": "deploy",
-            "entity": {"kind": "component", "name": "web"},
-            "desiredState": desired,
-            "contentHash": outpost_api::content_hash(&desired),
-        },
-        // Dropped on create: a Plan starts without status.
-        "status": {"phase": "Approved"},
-    })
+    plan["metadata"]["labels"] = labels;
+    // Dropped on create: a Plan starts without status.
+    plan["status"] = json!({"phase": "Approved"});
+    plan
 }
 
 /// A diff with `add` creations and one change, under hash `sha256:<seed repeated>`.
