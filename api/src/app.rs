@@ -199,15 +199,7 @@ impl AppSpec {
                     "must name an entry of spec.inputGroups",
                 ));
             }
-            if let Some(default) = &input.default
-                && !input.type_.accepts(default)
-            {
-                errors.push(FieldError::invalid(
-                    format!("{at}.default"),
-                    default.to_string(),
-                    format!("must be a {:?} value", input.type_).to_lowercase(),
-                ));
-            }
+            errors.extend(crate::input_value::validate_declaration(input, &at));
         }
         errors.extend(duplicates(
             self.inputs.iter().map(|i| i.name.as_str()),

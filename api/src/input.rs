@@ -4,7 +4,7 @@
 
 use crate::party::Party;
 use crate::validation::{FieldError, is_dns1123_label, is_dns1123_subdomain, validate_identifier};
-use crate::wire::{any_value, is_false};
+use crate::wire::{any_value, any_value_list, is_false};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -37,7 +37,17 @@ pub struct InputSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_value")]
     pub default: Option<Value>,
-    /// Whether the value is masked in output and logs.
+    /// The values allowed, each of `type`; any value of `type` when empty.
+    #[serde(default, rename = "enum", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "any_value_list")]
+    pub enum_: Vec<Value>,
+    /// A regular expression (Rust `regex` syntax, unanchored as in OpenAPI) a
+    /// `string` value must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Whether the value is secret: an install never gives it in plain form, only as
+    /// `{secretRef: SECRET}` naming one of the App's secrets, which the runner
+    /// resolves in the customer's account (see [`crate::input_value`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub sensitive: bool,
 }

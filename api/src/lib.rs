@@ -24,6 +24,7 @@ pub mod drift_report;
 pub mod fence;
 pub mod hash;
 pub mod input;
+pub mod input_value;
 pub mod install;
 pub mod install_stack;
 pub mod operation;

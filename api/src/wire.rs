@@ -32,3 +32,11 @@ pub(crate) fn any_value_map(_: &mut SchemaGenerator) -> Schema {
         "additionalProperties": { "x-kubernetes-preserve-unknown-fields": true },
     })
 }
+
+/// Schema of a list of any JSON values.
+pub(crate) fn any_value_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": { "x-kubernetes-preserve-unknown-fields": true },
+    })
+}

@@ -60,6 +60,9 @@ pub const HELD: &str = "Held";
 /// Condition: the install is pinned (`spec.release`) to a release other than the
 /// App's current one, so nothing new is planned for it.
 pub const RELEASE_PINNED: &str = "ReleasePinned";
+/// Condition: the install's inputs no longer hold against its App's declarations (the
+/// App changed them after the Install was written).
+pub const INPUTS_INVALID: &str = "InputsInvalid";
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@
 //! | `install.id` | the Install's `metadata.uid` (stable, unique; used in role names) |
 //! | `install.name`, `install.namespace` | the Install's name and namespace |
 //! | `install.cloud.provider`, `.accountId`, `.region` | the Install's cloud account |
-//! | `install.inputs.<name>`, `inputs.<name>` | the install's value of a declared input, else its default |
+//! | `install.inputs.<name>`, `inputs.<name>` | the install's value of a declared input, else its default; a sensitive input's `{secretRef: S}` renders as `secrets.S` does |
 //! | `app.name`, `app.release` | the App's name and current release hash |
 //! | `components.<name>.outputs.<output>` | outputs of a deployed component |
 //! | `sandbox.outputs.<output>` | outputs of the provisioned sandbox |
@@ -35,6 +35,7 @@
 use minijinja::machinery::{Token, WhitespaceConfig, tokenize};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+use outpost_api::input_value::secret_ref;
 use outpost_api::{App, Install};
 use serde_json::{Map, Value, json};
 use std::borrow::Cow;
@@ -213,6 +214,16 @@ impl TemplateContext {
         });
         refuse_secret_references("", &value)?;
         let mut value = value;
+        // A sensitive input is given as `{secretRef: SECRET}`: it renders as that
+        // secret's reference, which only the runner resolves.
+        for input in app.spec.inputs.iter().filter(|i| i.sensitive) {
+            let secret = install.spec.inputs.get(&input.name).and_then(secret_ref);
+            if let Some(secret) = secret {
+                let reference = Value::String(secret_reference(secret));
+                value["inputs"][&input.name] = reference.clone();
+                value["install"]["inputs"][&input.name] = reference;
+            }
+        }
         value["secrets"] = app
             .spec
             .secrets

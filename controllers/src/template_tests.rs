@@ -46,6 +46,8 @@ fn input(name: &str, default: Option<Value>) -> InputSpec {
         source: None,
         required: false,
         default,
+        enum_: Vec::new(),
+        pattern: None,
         sensitive: false,
     }
 }
@@ -281,4 +283,25 @@ fn templates_in_lists_strings_with_paths() {
             ("helm.values[\"auth.enabled\"]".to_owned(), "{{ x }}"),
         ]
     );
+}
+
+#[test]
+fn a_sensitive_input_renders_as_its_secrets_reference() {
+    let mut app = app();
+    app.spec.inputs[0].sensitive = true;
+    let mut install = install();
+    install
+        .spec
+        .inputs
+        .insert("domain".into(), json!({"secretRef": "db_password"}));
+    let c = TemplateContext::new(&app, &install, &outputs()).unwrap();
+    let out = c
+        .render_str("{{ inputs.domain }} {{ install.inputs.domain }}")
+        .unwrap();
+    assert_eq!(secret_references(&out), ["db_password", "db_password"]);
+    // Only a sensitive input's reference means a secret: elsewhere it is plain JSON.
+    app.spec.inputs[0].sensitive = false;
+    let c = TemplateContext::new(&app, &install, &outputs()).unwrap();
+    let out = c.render_str("{{ inputs.domain.secretRef }}").unwrap();
+    assert_eq!(out, "db_password");
 }

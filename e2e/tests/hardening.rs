@@ -63,7 +63,8 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
     };
 
     // A request body over 3 MiB: 413 before anything is decoded.
-    let body = json!({"spec": {"inputs": {"big": "x".repeat(3 * 1024 * 1024)}}}).to_string();
+    let body =
+        json!({"spec": {"inputs": {"extra_labels": "x".repeat(3 * 1024 * 1024)}}}).to_string();
     let reply = admin(&cp, "PATCH", &acme, &MERGE, body).await;
     status(
         &reply,
@@ -82,7 +83,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
         "PATCH",
         &acme,
         &MERGE,
-        json!({"spec": {"inputs": {"big": big}}}).to_string(),
+        json!({"spec": {"inputs": {"extra_labels": big}}}).to_string(),
     )
     .await;
     status(&reply, 413, "RequestEntityTooLarge", too_large);
@@ -96,7 +97,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
     );
     assert_eq!(reply.json["details"]["name"], "acme");
     let applied = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Install", "metadata": {"name": "acme"},
-                         "spec": {"inputs": {"big": big}}});
+                         "spec": {"inputs": {"extra_labels": big}}});
     let reply = admin(
         &cp,
         "PATCH",
@@ -107,13 +108,13 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
     .await;
     status(&reply, 413, "RequestEntityTooLarge", too_large);
     let mut put = before.json.clone();
-    put["spec"]["inputs"]["big"] = json!(big);
+    put["spec"]["inputs"]["extra_labels"] = json!(big);
     let reply = admin(&cp, "PUT", &acme, &JSON, put.to_string()).await;
     status(&reply, 413, "RequestEntityTooLarge", too_large);
     unchanged().await;
     // An apply that would create a too large object creates nothing.
     let mut spec = before.json["spec"].clone();
-    spec["inputs"]["big"] = json!(big);
+    spec["inputs"]["extra_labels"] = json!(big);
     let huge = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
                       "metadata": {"name": "huge"}, "spec": spec});
     let reply = admin(

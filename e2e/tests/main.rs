@@ -20,6 +20,7 @@ mod hardening;
 mod helm_chart;
 mod image_sync;
 mod install_controller;
+mod install_inputs;
 mod kubectl;
 mod leader;
 mod plan_apply;

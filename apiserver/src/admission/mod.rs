@@ -1,11 +1,13 @@
 //! Admission: each Outpost kind's own validation rules (from `outpost-api`), run after
 //! the schema check so that a request gets every cause in one 422. A `Policy`'s module
 //! must also compile. Then the references that must exist in the store: a `Rollout`'s
-//! `spec.component` must be a Component of its App ([`component_reference`]). A Plan's
+//! `spec.component` must be a Component of its App ([`component_reference`]); an
+//! Install's inputs must hold against its App's declarations ([`inputs`]). A Plan's
 //! lifecycle (who may write which status and make which move, approvals) is in [`plan`];
 //! the audit log is append-only ([`audit`]).
 
 pub mod audit;
+pub mod inputs;
 pub mod plan;
 
 use outpost_api::{FieldError, Validate};

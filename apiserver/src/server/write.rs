@@ -145,6 +145,58 @@ async fn admit_references(
     }
 }
 
+/// An Install's inputs against its App's declarations ([`admission::inputs`]): 422
+/// naming each input (`spec.inputs.NAME`) that does not hold.
+async fn admit_inputs(
+    call: &Call,
+    object: &Value,
+    old: Option<&Value>,
+    name: &str,
+) -> Result<(), ApiError> {
+    let Some(check) = admission::inputs::input_check(&call.rt.kind, object, old) else {
+        return Ok(());
+    };
+    let Some(apps) =
+        call.state
+            .config
+            .registry
+            .get(outpost_api::GROUP, outpost_api::VERSION, "apps")
+    else {
+        return Ok(()); // not served here: nothing to check against
+    };
+    let cached = call
+        .state
+        .cache(&apps)?
+        .get(call.namespace(), &check.app)
+        .map(|o| o.value())
+        .transpose()?;
+    let app = match cached {
+        Some(app) => Some(app),
+        // Written moments ago (`kubectl apply -f` of an App and its Installs): the
+        // cache may not have it yet.
+        None => call
+            .state
+            .store
+            .get(&apps.key(call.namespace(), &check.app))
+            .await
+            .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, name)))?
+            .as_ref()
+            .map(from_store)
+            .transpose()?,
+    };
+    let causes = app.map_or_else(Vec::new, |app| {
+        admission::inputs::check_inputs(&check, &app)
+    });
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Invalid {
+            subject: Subject::of(&call.rt, name),
+            causes,
+        })
+    }
+}
+
 pub async fn create(call: &Call, body: Body) -> Result<Response, ApiError> {
     let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
     let mut object = decode_object(&call.headers, &bytes)?;
@@ -161,6 +213,7 @@ async fn create_object(
     call.check_access(&object)?;
     admit(call, &object, &name)?;
     admit_references(call, &object, None, &name).await?;
+    admit_inputs(call, &object, None, &name).await?;
     admission::audit::admit_create(
         call.state.store.as_ref(),
         &call.rt,
@@ -255,6 +308,7 @@ async fn commit_update(
     }
     admit(call, &new, call.name())?;
     admit_references(call, &new, Some(old), call.name()).await?;
+    admit_inputs(call, &new, Some(old), call.name()).await?;
     if call.scope() == WriteScope::Status {
         super::approval::admit_status(call, old, &mut new)?;
     }

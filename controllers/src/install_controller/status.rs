@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, Patch, PatchParams};
-use outpost_api::{ComponentState, Install, InstallPhase, InstallStatus};
+use outpost_api::{App, ComponentState, Install, InstallPhase, InstallStatus};
 use serde_json::json;
 
-use super::{COMPONENTS_HELD, Context, HELD, InstallError, RELEASE_PINNED};
+use super::{COMPONENTS_HELD, Context, HELD, INPUTS_INVALID, InstallError, RELEASE_PINNED};
 
 pub(super) async fn set_status(
     install: &Install,
@@ -33,7 +33,7 @@ pub(super) async fn set_status(
 }
 
 /// Writes the status with `ours`: the conditions this controller owns (`Held`,
-/// `ReleasePinned`, `ComponentsHeld`) present only while they hold, each keeping its
+/// `ReleasePinned`, `ComponentsHeld`, and `InputsInvalid`, added here) present only while they hold, each keeping its
 /// transition time while its message stays. Other controllers' conditions are kept.
 /// With `fence`, the write only applies at that resourceVersion (409 otherwise). A
 /// status equal to the install's, or to the one this controller last wrote when
@@ -47,8 +47,38 @@ pub(super) async fn set_status_with(
     ours: Vec<Condition>,
     fence: Option<String>,
 ) -> Result<(), InstallError> {
+    let mut ours = ours;
+    let app = ctx
+        .apps
+        .app(&install.namespace().unwrap_or_default(), &install.spec.app);
+    ours.extend(app.and_then(|app| inputs_invalid(&app, install)));
     let status = compose_status(install, phase, components, last_plan, ours);
     write_status(install, ctx, status, fence).await
+}
+
+/// The condition `InputsInvalid` while the install's inputs do not hold against its
+/// App's declarations: the API server checks them when the Install is written, but the
+/// App may change its declarations afterwards (nothing is rewritten; Plans are still
+/// made from the inputs as they are, and the vendor fixes the Install).
+pub(super) fn inputs_invalid(app: &App, install: &Install) -> Option<Condition> {
+    let errors =
+        outpost_api::input_value::validate_install_inputs(&app.spec, &install.spec.inputs, None);
+    if errors.is_empty() {
+        return None;
+    }
+    let causes: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    Some(Condition {
+        type_: INPUTS_INVALID.into(),
+        status: "True".into(),
+        reason: "AppDeclarationsChanged".into(),
+        message: format!(
+            "the inputs no longer hold against App {:?}: {}",
+            install.spec.app,
+            causes.join("; ")
+        ),
+        last_transition_time: Time(jiff::Timestamp::now()),
+        observed_generation: install.metadata.generation,
+    })
 }
 
 /// The install's status with this controller's parts replaced (see [`set_status_with`]).
@@ -63,7 +93,9 @@ fn compose_status(
     let mut conditions: Vec<Condition> = previous
         .conditions
         .iter()
-        .filter(|c| ![HELD, RELEASE_PINNED, COMPONENTS_HELD].contains(&c.type_.as_str()))
+        .filter(|c| {
+            ![HELD, RELEASE_PINNED, COMPONENTS_HELD, INPUTS_INVALID].contains(&c.type_.as_str())
+        })
         .cloned()
         .collect();
     for mut condition in ours {
@@ -163,4 +195,33 @@ impl WrittenStatus {
 
 pub(super) fn revision_of(install: &Install) -> Option<i64> {
     install.resource_version()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::tests::{app, install};
+    use serde_json::json;
+
+    #[test]
+    fn inputs_that_no_longer_hold_are_reported() {
+        let app = app();
+        let mut install = install();
+        install.spec.inputs.remove("undeclared");
+        assert_eq!(inputs_invalid(&app, &install), None);
+        let mut changed = app.clone();
+        changed.spec.inputs[1].type_ = outpost_api::InputType::String;
+        let condition = inputs_invalid(&changed, &install).expect("node_count is a number");
+        assert_eq!(condition.type_, INPUTS_INVALID);
+        assert!(
+            condition
+                .message
+                .contains("spec.inputs.node_count: Invalid value: \"5\": must be of type string"),
+            "{}",
+            condition.message
+        );
+        let mut fixed = install.clone();
+        fixed.spec.inputs.insert("node_count".into(), json!("5"));
+        assert_eq!(inputs_invalid(&changed, &fixed), None);
+    }
 }
