@@ -75,6 +75,11 @@ pub struct Helm {
     python: PathBuf,
 }
 
+/// The small chart the `helm_chart` executor's tests deploy, `e2e/helm/shop/`.
+pub fn shop_chart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("helm/shop")
+}
+
 /// The repository's Helm chart, `charts/outpost/`.
 pub fn outpost_chart() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/outpost")
@@ -106,6 +111,22 @@ impl Helm {
             );
         }
         helm
+    }
+
+    /// Writes `helm` into `dir`: the `helm template` shim over helm-sdkpy
+    /// (`e2e/helm/helm_template.py`) run by this Python, for a runner's `--helm`.
+    pub fn template_binary(&self, dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = dir.join("helm");
+        let script = format!(
+            "#!{}\n{}",
+            self.python.display(),
+            include_str!("../helm/helm_template.py")
+        );
+        std::fs::write(&path, script).expect("the helm shim is written");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("the helm shim is made executable");
+        path
     }
 
     /// `helm lint CHART`: Helm's messages (a clean chart has none above info).

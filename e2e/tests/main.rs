@@ -18,6 +18,7 @@ mod flow;
 mod ha;
 mod hardening;
 mod helm_chart;
+mod helm_component;
 mod image_sync;
 mod install_controller;
 mod install_inputs;

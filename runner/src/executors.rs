@@ -7,7 +7,7 @@ use outpost_api::{EntityKind, Plan};
 
 use crate::executor::Executor;
 
-/// Executors registered by type name (`kubernetes_manifest`, `terraform_module`, `job`).
+/// Executors registered by type name (`kubernetes_manifest`, `helm_chart`, `terraform_module`, `job`).
 #[derive(Clone, Default)]
 pub struct Executors {
     by_type: BTreeMap<String, Arc<dyn Executor>>,
@@ -57,7 +57,7 @@ impl Executors {
     /// The executors built into this runner binary, configured from `args`:
     /// `terraform_module` (also the sandbox), `job` (also actions' steps),
     /// `container_image`, and
-    /// `kubernetes_manifest` when a kubeconfig is given.
+    /// `kubernetes_manifest` and `helm_chart` when a kubeconfig is given.
     pub async fn standard(args: &crate::RunnerArgs) -> anyhow::Result<Self> {
         let mut executors = Self::new();
         if let Some(path) = &args.kubeconfig {
@@ -66,10 +66,24 @@ impl Executors {
                 .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
             let config =
                 kube_client::Config::from_custom_kubeconfig(file, &Default::default()).await?;
+            let client = kube_client::Client::try_from(config)?;
             executors.insert(
                 "kubernetes_manifest",
                 Arc::new(crate::executor::kubernetes::KubernetesExecutor::new(
-                    kube_client::Client::try_from(config)?,
+                    client.clone(),
+                )),
+            );
+            let renderer = crate::executor::helm::render::Renderer::new(
+                args.helm.clone(),
+                client.clone(),
+                Some(path.clone()),
+            );
+            executors.insert(
+                "helm_chart",
+                Arc::new(crate::executor::helm::HelmExecutor::new(
+                    client,
+                    renderer,
+                    args.module_roots.clone(),
                 )),
             );
         }

@@ -37,7 +37,8 @@ pub struct RunnerArgs {
     /// Directory for the signing key, the journal and the audit log (created, 0700).
     #[arg(long)]
     pub state_dir: PathBuf,
-    /// Kubeconfig of the install's cluster (`kubernetes_manifest` components).
+    /// Kubeconfig of the install's cluster (`kubernetes_manifest` and `helm_chart`
+    /// components).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Directory of the customer's local Rego policies, evaluated on every real diff.
@@ -46,6 +47,10 @@ pub struct RunnerArgs {
     /// The terraform binary (`terraform_module` components and the sandbox).
     #[arg(long, default_value = "terraform")]
     pub terraform: PathBuf,
+    /// The helm binary that renders `helm_chart` components (`helm template`; it never
+    /// installs anything: the runner applies what it renders).
+    #[arg(long, default_value = "helm")]
+    pub helm: PathBuf,
     /// A directory under which `terraform_module` sources may name local module
     /// directories (repeat the flag for several). None by default: only inline modules
     /// (`terraform.files`) are accepted, so a Plan cannot copy an arbitrary directory

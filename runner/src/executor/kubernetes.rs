@@ -281,6 +281,78 @@ impl KubernetesExecutor {
         Ok(references)
     }
 
+    /// The live objects the last apply recorded (its inventory) that the desired state
+    /// no longer has: an upgrade prunes them. An object recreated since (another uid)
+    /// is not the one applied, and is left alone.
+    async fn prunable(
+        &self,
+        ctx: &StepContext,
+        secrets: &[SecretObject],
+    ) -> anyhow::Result<Vec<Value>> {
+        let wanted: Vec<Value> = self
+            .targets_with(&ctx.desired, secrets)
+            .await?
+            .iter()
+            .map(|t| t.reference(None))
+            .chain(
+                secrets
+                    .iter()
+                    .map(|s| json!({"kind": "Secret", "namespace": s.namespace, "name": s.name})),
+            )
+            .collect();
+        let mut live_objects = Vec::new();
+        for recorded in dropped(&read_references(&ctx.work_dir)?, &wanted) {
+            let target = self.referenced(std::slice::from_ref(&recorded)).await?;
+            let Some(target) = target.first() else {
+                continue;
+            };
+            if let Some(live) = self.live(target).await?
+                && (recorded["uid"].is_null()
+                    || live.pointer("/metadata/uid") == Some(&recorded["uid"]))
+            {
+                live_objects.push(without_secret_data(without_managed_fields(live)));
+            }
+        }
+        Ok(live_objects)
+    }
+
+    /// Deletes what the last apply recorded and `applied` (this apply's references) no
+    /// longer has, each only if it is still the object applied then (uid precondition);
+    /// the references of what was deleted.
+    async fn prune(
+        &self,
+        ctx: &StepContext,
+        applied: &[Value],
+        log: &mut String,
+    ) -> anyhow::Result<Vec<Value>> {
+        let mut pruned = Vec::new();
+        for recorded in dropped(&read_references(&ctx.work_dir)?, applied) {
+            let targets = self.referenced(std::slice::from_ref(&recorded)).await?;
+            let Some(target) = targets.first() else {
+                continue;
+            };
+            let mut params = DeleteParams::background();
+            if let Some(uid) = recorded["uid"].as_str() {
+                params = params.preconditions(kube_client::api::Preconditions {
+                    uid: Some(uid.to_owned()),
+                    resource_version: None,
+                });
+            }
+            match target.api(&self.client).delete(&target.name, &params).await {
+                Ok(_) => {
+                    log.push_str(&format!("{} pruned\n", describe(target)));
+                    pruned.push(recorded);
+                }
+                // Gone already, or another object of that name since (not ours).
+                Err(kube_client::Error::Api(status)) if [404, 409].contains(&status.code) => {}
+                Err(err) => {
+                    return Err(err).with_context(|| format!("cannot prune {}", describe(target)));
+                }
+            }
+        }
+        Ok(pruned)
+    }
+
     async fn plan_teardown(&self, ctx: &StepContext) -> anyhow::Result<Diff> {
         let mut document = Vec::new();
         for target in self.teardown_targets(ctx).await?.iter().rev() {
@@ -427,10 +499,21 @@ impl Executor for KubernetesExecutor {
                 }
                 document.push(without_managed_fields(result));
             }
+            let pruned = self.prunable(ctx, &secrets).await?;
+            for object in &pruned {
+                resources.push(ResourceChange {
+                    address: object_address(object),
+                    action: ChangeAction::Delete,
+                    fields: Vec::new(),
+                });
+            }
             let mut summary = format!(
                 "{} objects: {create} to create, {change} to change, {unchanged} unchanged",
                 create + change + unchanged
             );
+            if !pruned.is_empty() {
+                summary.push_str(&format!("; {} to prune", pruned.len()));
+            }
             if !namespaces.is_empty() {
                 summary.push_str(&format!("; namespace {} to create", namespaces.join(", ")));
             }
@@ -440,7 +523,10 @@ impl Executor for KubernetesExecutor {
             Ok(Diff {
                 input: PolicyInput::Kubernetes,
                 summary,
-                changes: create + change > 0 || !namespaces.is_empty() || !stale_secrets.is_empty(),
+                changes: create + change > 0
+                    || !namespaces.is_empty()
+                    || !stale_secrets.is_empty()
+                    || !pruned.is_empty(),
                 resources: Some(resources),
                 basis: Value::Array(basis),
                 document: Value::Array(document),
@@ -493,6 +579,10 @@ impl Executor for KubernetesExecutor {
                     secret_objects::DESIRED_KEY.to_owned(),
                     Value::Array(written),
                 );
+            }
+            let pruned = self.prune(ctx, &references, &mut log).await?;
+            if !pruned.is_empty() {
+                audit.insert("pruned".to_owned(), Value::Array(pruned));
             }
             write_references(&ctx.work_dir, &references)?;
             let mut outputs = declared_outputs(&ctx.desired);
@@ -727,6 +817,19 @@ pub fn parse_manifest(content: &str) -> anyhow::Result<Vec<Value>> {
         }
     }
     Ok(objects)
+}
+
+/// The references among `recorded` whose object is not among `wanted` (references
+/// too: same kind, namespace and name), last recorded first (the order teardown
+/// deletes in).
+fn dropped(recorded: &[Value], wanted: &[Value]) -> Vec<Value> {
+    let key = |r: &Value| (r["kind"].clone(), r["namespace"].clone(), r["name"].clone());
+    recorded
+        .iter()
+        .rev()
+        .filter(|r| !wanted.iter().any(|w| key(w) == key(r)))
+        .cloned()
+        .collect()
 }
 
 /// `Kind/namespace/name` (`Kind/name` when cluster-scoped), as diffs name objects.

@@ -1,0 +1,282 @@
+//! `helm_chart` components with the real runner: Helm renders the chart (`--helm`: the
+//! `helm template` shim over helm-sdkpy, Helm 4's engine), the runner server-side applies
+//! the rendered objects into a stand-in cluster and keeps an inventory of them.
+//!
+//! * deploy: the chart's objects are created with the values of the component (typed as
+//!   `helm --set` types them) and `.Capabilities` of the cluster; no release Secret.
+//! * an out-of-band edit of a chart object is reported as drift (DriftReport naming the
+//!   field, with the live value).
+//! * an upgrade whose rendering drops an object prunes it (the diff lists its delete)
+//!   and restores the edited field.
+//! * teardown removes every object of the chart.
+//! * a chart rendering a hook fails the Plan naming the hook, and nothing is applied.
+
+use std::process::Stdio;
+
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
+use outpost_api::{ChangeAction, DriftReport, Plan, PlanPhase};
+use outpost_e2e::helm::{Helm, shop_chart};
+use outpost_e2e::job_plans::{INSTALL, deploy_plan, install_with_token, runner_command};
+use outpost_e2e::{Backend, ControlPlane, Process, eventually};
+use serde_json::{Value, json};
+
+/// The control plane, the stand-in cluster, the install's runner with the helm shim.
+struct Stand {
+    cp: ControlPlane,
+    cluster: ControlPlane,
+    plans: Api<Plan>,
+    _runner: Process,
+    charts: tempfile::TempDir,
+}
+
+async fn start() -> Stand {
+    let cp = ControlPlane::start(Backend::Embedded).await;
+    let cluster = ControlPlane::start_standin_cluster().await;
+    let token = install_with_token(&cp).await;
+    let charts = tempfile::tempdir().unwrap();
+    let state = charts.path().join("state");
+    let helm = Helm::find().template_binary(charts.path());
+    let mut command = runner_command(&cp.url, &cp.tls.ca, &token, &state);
+    command
+        .arg("--helm")
+        .arg(helm)
+        .arg("--module-root")
+        .arg(charts.path().join("charts"))
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig(&cluster.admin_token))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let runner = Process::new(command.spawn().expect("outpost runner starts"));
+    Stand {
+        plans: Api::namespaced(cp.client().await, "default"),
+        cp,
+        cluster,
+        _runner: runner,
+        charts,
+    }
+}
+
+impl Stand {
+    /// A copy of `e2e/helm/shop` under the runner's module root, with `extra` templates.
+    fn chart(&self, name: &str, extra: &[(&str, &str)]) -> String {
+        let dir = self.charts.path().join("charts").join(name);
+        std::fs::create_dir_all(dir.join("templates")).unwrap();
+        for file in [
+            "Chart.yaml",
+            "values.yaml",
+            "templates/web.yaml",
+            "templates/extra.yaml",
+        ] {
+            std::fs::copy(shop_chart().join(file), dir.join(file)).unwrap();
+        }
+        for (file, content) in extra {
+            std::fs::write(dir.join("templates").join(file), content).unwrap();
+        }
+        dir.to_str().unwrap().to_owned()
+    }
+
+    /// Creates Plan `name` (`operation` of component `shop`) and passes it as the gate
+    /// would (`Ready`, its role); returns it once it ended.
+    async fn run(&self, name: &str, operation: &str, desired: Value) -> Plan {
+        let mut plan = deploy_plan(name, INSTALL, "shop", desired);
+        plan["spec"]["operation"] = json!(operation);
+        self.plans
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(plan).unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = json!({"status": {"phase": "Ready",
+            "role": {"name": "acme-maintenance", "level": "default"}, "verdicts": []}});
+        self.plans
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .unwrap();
+        eventually(120, &format!("plan {name} to end"), async || {
+            let plan = self.plans.get(name).await.ok()?;
+            let phase = plan.status.as_ref()?.phase?;
+            phase.is_terminal().then_some(plan)
+        })
+        .await
+    }
+
+    /// Names of the objects of `kind` in namespace `shop`.
+    fn names(&self, kind: &str) -> Vec<String> {
+        let text = self.cluster.kubectl().ok(&[
+            "get",
+            kind,
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ]);
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn config(&self, name: &str, key: &str) -> String {
+        self.cluster.kubectl().ok(&[
+            "get",
+            "configmap",
+            name,
+            "-n",
+            "shop",
+            "-o",
+            &format!("jsonpath={{.data.{key}}}"),
+        ])
+    }
+}
+
+fn component(chart: &str, values: Value) -> Value {
+    json!({"app": "shop", "type": "helm_chart",
+           "helm": {"chart": chart, "namespace": "shop", "values": values}})
+}
+
+fn succeeded(plan: &Plan) -> &outpost_api::PlanStatus {
+    let status = plan.status.as_ref().expect("a status");
+    assert_eq!(status.phase, Some(PlanPhase::Succeeded), "{status:?}");
+    status
+}
+
+/// Each changed resource of the Plan's diff, with its action.
+fn changes(plan: &Plan) -> Vec<(String, ChangeAction)> {
+    let diff = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.diff.clone())
+        .expect("a diff");
+    diff.resources
+        .iter()
+        .map(|r| (r.address.clone(), r.action))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_chart_deploys_reports_drift_prunes_on_upgrade_and_tears_down() {
+    let stand = start().await;
+    let chart = stand.chart("shop", &[]);
+
+    // Deploy: Helm renders with the component's values and the cluster's capabilities.
+    let values = json!({"greeting": "hi", "replicas": "2"});
+    let deployed = stand
+        .run("shop-1", "deploy", component(&chart, values.clone()))
+        .await;
+    succeeded(&deployed);
+    let created = changes(&deployed);
+    for address in [
+        "ConfigMap/shop/shop-web",
+        "ConfigMap/shop/shop-extra",
+        "Deployment/shop/shop-web",
+    ] {
+        assert!(
+            created.contains(&(address.to_owned(), ChangeAction::Create)),
+            "{address} in {created:?}"
+        );
+    }
+    assert_eq!(stand.config("shop-web", "greeting"), "hi");
+    assert_eq!(stand.config("shop-web", "hasDeployments"), "true");
+    let version = stand.cluster.kubectl().ok(&["version", "-o", "json"]);
+    let version: Value = serde_json::from_str(&version).unwrap();
+    assert_eq!(
+        stand.config("shop-web", "kubeVersion"),
+        version["serverVersion"]["gitVersion"].as_str().unwrap(),
+        ".Capabilities.KubeVersion is the cluster's"
+    );
+    let replicas = stand.cluster.kubectl().ok(&[
+        "get",
+        "deployment",
+        "shop-web",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(
+        replicas, "2",
+        "`2` is typed as a number, as helm --set does"
+    );
+    assert_eq!(
+        stand.names("secrets"),
+        Vec::<String>::new(),
+        "no Helm release Secret"
+    );
+
+    // An out-of-band edit of a chart object is drift.
+    stand.cluster.kubectl().ok(&[
+        "patch",
+        "configmap",
+        "shop-web",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"greeting":"edited"}}"#,
+    ]);
+    let reports: Api<DriftReport> = Api::namespaced(stand.cp.client().await, "default");
+    let report = eventually(60, "a DriftReport naming data.greeting", async || {
+        let report = reports.get_opt(&format!("{INSTALL}-shop")).await.ok()??;
+        report
+            .spec
+            .diff
+            .iter()
+            .any(|d| d.path.ends_with("greeting") && d.live == Some(json!("edited")))
+            .then_some(report)
+    })
+    .await;
+    assert!(!report.spec.in_sync);
+
+    // An upgrade that no longer renders `shop-extra` prunes it, and restores the edit.
+    let mut values = values;
+    values["extra.enabled"] = json!("false");
+    let upgraded = stand
+        .run("shop-2", "deploy", component(&chart, values.clone()))
+        .await;
+    succeeded(&upgraded);
+    let upgrade = changes(&upgraded);
+    assert!(
+        upgrade.contains(&("ConfigMap/shop/shop-extra".to_owned(), ChangeAction::Delete)),
+        "{upgrade:?}"
+    );
+    assert!(
+        upgrade.contains(&("ConfigMap/shop/shop-web".to_owned(), ChangeAction::Update)),
+        "{upgrade:?}"
+    );
+    assert_eq!(stand.names("configmaps"), ["shop-web"]);
+    assert_eq!(stand.config("shop-web", "greeting"), "hi");
+
+    // A chart with a hook is refused by name; nothing of it is applied.
+    let hooked = stand.chart(
+        "hooked",
+        &[(
+            "migrate.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-upgrade\ndata: {}\n",
+        )],
+    );
+    let refused = stand
+        .run("shop-3", "deploy", component(&hooked, values.clone()))
+        .await;
+    let status = refused.status.clone().unwrap();
+    assert_eq!(status.phase, Some(PlanPhase::Failed), "{status:?}");
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "plan failed: the chart has Helm hooks, which the runner does not run: ConfigMap/migrate (pre-upgrade)"
+        ),
+    );
+    assert_eq!(stand.names("configmaps"), ["shop-web"]);
+
+    // Teardown removes everything the chart put there.
+    let torn = stand
+        .run("shop-4", "teardown", component(&chart, values))
+        .await;
+    succeeded(&torn);
+    let deleted = changes(&torn);
+    assert!(
+        deleted.contains(&("Deployment/shop/shop-web".to_owned(), ChangeAction::Delete)),
+        "{deleted:?}"
+    );
+    assert_eq!(stand.names("configmaps"), Vec::<String>::new());
+    assert_eq!(stand.names("deployments"), Vec::<String>::new());
+}

@@ -1,0 +1,236 @@
+//! The `helm_chart` executor: a chart rendered by Helm, applied as a set of objects.
+//!
+//! * **render**: `helm template RELEASE CHART --namespace NS --values FILE
+//!   --include-crds --skip-tests --kube-version V --api-versions ...` (see [`render`]),
+//!   the release named after the component, `.Capabilities` from the install's cluster
+//!   (its version and every group/version and group/version/kind it serves). Values
+//!   are the component's `helm.values` (dotted paths, typed as `helm --set` types
+//!   them). The rendering of each Plan is kept in the entity's work directory, so the
+//!   apply applies exactly what was planned.
+//! * **plan, apply, drift, teardown**: the rendered objects are handed to the
+//!   [`KubernetesExecutor`] as a manifest: server-side apply (CRDs and Namespaces in
+//!   Helm's install order, first), the dry-run as the diff, an inventory of what was
+//!   applied, pruning of what an upgrade no longer renders, drift per object,
+//!   teardown of the inventory. No release Secret is written: there is no Helm release
+//!   to get stuck `pending-*`.
+//! * **hooks** are refused: a chart that renders an object annotated `helm.sh/hook`
+//!   (other than tests, which `--skip-tests` leaves out) fails the Plan naming them.
+//!   Their ordering and deletion policies are Helm's release machinery, which this
+//!   executor does not run.
+//! * **sources**: a local chart directory under a `--module-root` (as terraform's local
+//!   modules). Charts from a repository or an OCI registry are refused with a clear
+//!   error until they are synced into the install's registry and pulled by digest.
+//! * Secret references (`${outpost-secret:…}`) in values are refused: rendered values
+//!   would be in the diff. Secrets a Plan lists in `kubernetesSecrets` are written as
+//!   for manifests.
+
+pub mod render;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use outpost_api::Operation;
+use serde_json::{Value, json};
+
+use super::kubernetes::{KubernetesExecutor, parse_manifest};
+use super::{Applied, Diff, Executor, Moved, StepContext};
+use render::{Chart, Renderer};
+
+/// Where each Plan's rendering is kept, under the entity's work directory.
+const RENDERED_DIR: &str = "helm-rendered";
+/// The annotation that makes an object a Helm hook.
+const HOOK_ANNOTATION: &str = "helm.sh/hook";
+
+/// Applies `helm_chart` components: Helm renders, the Kubernetes executor applies.
+#[derive(Clone)]
+pub struct HelmExecutor {
+    objects: KubernetesExecutor,
+    renderer: Renderer,
+    chart_roots: Vec<PathBuf>,
+}
+
+impl HelmExecutor {
+    /// An executor rendering with `renderer` and applying with `client`; local charts
+    /// must be under one of `chart_roots`.
+    pub fn new(client: kube_client::Client, renderer: Renderer, chart_roots: Vec<PathBuf>) -> Self {
+        HelmExecutor {
+            objects: KubernetesExecutor::new(client.clone()),
+            renderer,
+            chart_roots,
+        }
+    }
+
+    /// Renders the Plan's chart and keeps the rendering for its apply.
+    async fn render(&self, ctx: &StepContext) -> anyhow::Result<StepContext> {
+        let chart = Chart::of(&ctx.desired, &self.chart_roots)?;
+        let manifest = self
+            .renderer
+            .template(&ctx.entity, &chart, ctx.timeout)
+            .await?;
+        refuse_hooks(&manifest)?;
+        let path = rendered_path(&ctx.work_dir, &ctx.plan_uid);
+        std::fs::create_dir_all(path.parent().unwrap_or(&ctx.work_dir))
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        std::fs::write(&path, &manifest)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(as_manifest(ctx, &chart.namespace, manifest))
+    }
+
+    /// The Plan's context with the rendering its plan kept.
+    fn rendered(&self, ctx: &StepContext) -> anyhow::Result<StepContext> {
+        let chart = Chart::of(&ctx.desired, &self.chart_roots)?;
+        let path = rendered_path(&ctx.work_dir, &ctx.plan_uid);
+        let manifest = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "the rendering planned for Plan {} is gone ({}): plan again",
+                ctx.plan,
+                path.display()
+            )
+        })?;
+        Ok(as_manifest(ctx, &chart.namespace, manifest))
+    }
+
+    /// What the Plan's plan computed its diff for: the inventory (teardown) or the
+    /// rendering kept for it.
+    fn planned(&self, ctx: &StepContext) -> anyhow::Result<StepContext> {
+        match ctx.operation {
+            Operation::Teardown => Ok(Self::inventory(ctx)),
+            _ => self.rendered(ctx),
+        }
+    }
+
+    /// A teardown's context: no manifest, so the inventory of the last apply is removed.
+    fn inventory(ctx: &StepContext) -> StepContext {
+        StepContext {
+            desired: json!({"type": "helm_chart"}),
+            ..ctx.clone()
+        }
+    }
+}
+
+/// `ctx` with its desired state the rendered `manifest` (and the Secrets it writes).
+fn as_manifest(ctx: &StepContext, namespace: &str, manifest: String) -> StepContext {
+    let mut desired = json!({
+        "type": "helm_chart",
+        "manifest": {"namespace": namespace, "content": manifest},
+    });
+    if let Some(secrets) = ctx
+        .desired
+        .get(super::kubernetes::secret_objects::DESIRED_KEY)
+    {
+        desired[super::kubernetes::secret_objects::DESIRED_KEY] = secrets.clone();
+    }
+    StepContext {
+        desired,
+        ..ctx.clone()
+    }
+}
+
+fn rendered_path(work_dir: &Path, plan_uid: &str) -> PathBuf {
+    work_dir.join(RENDERED_DIR).join(format!("{plan_uid}.yaml"))
+}
+
+/// Fails naming every hook `manifest` renders.
+fn refuse_hooks(manifest: &str) -> anyhow::Result<()> {
+    let hooks: Vec<String> = parse_manifest(manifest)?
+        .iter()
+        .filter_map(|object| {
+            let hook = object
+                .pointer("/metadata/annotations")?
+                .get(HOOK_ANNOTATION)?
+                .as_str()?;
+            Some(format!(
+                "{}/{} ({hook})",
+                object["kind"].as_str().unwrap_or_default(),
+                object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            ))
+        })
+        .collect();
+    if !hooks.is_empty() {
+        bail!(
+            "the chart has Helm hooks, which the runner does not run: {}",
+            hooks.join(", ")
+        );
+    }
+    Ok(())
+}
+
+impl Executor for HelmExecutor {
+    fn resumable(&self) -> bool {
+        self.objects.resumable()
+    }
+
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
+        Box::pin(async move {
+            if ctx.operation == Operation::Teardown {
+                return self.objects.plan(&Self::inventory(ctx)).await;
+            }
+            let rendered = self.render(ctx).await?;
+            self.objects.plan(&rendered).await
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(async move {
+            let applied = self.objects.apply(&self.planned(ctx)?, diff).await?;
+            let _ = std::fs::remove_file(rendered_path(&ctx.work_dir, &ctx.plan_uid));
+            Ok(applied)
+        })
+    }
+
+    fn unchanged<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+        Box::pin(async move { self.objects.unchanged(&self.planned(ctx)?, diff).await })
+    }
+
+    fn moved<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        diff: &'a Diff,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
+        Box::pin(async move { self.objects.moved(&self.planned(ctx)?, diff).await })
+    }
+
+    fn observe<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Value>> {
+        self.objects.observe(ctx, last_applied)
+    }
+
+    fn changes<'a>(
+        &'a self,
+        last_applied: &'a Value,
+    ) -> BoxFuture<'a, anyhow::Result<Option<BoxStream<'static, ()>>>> {
+        self.objects.changes(last_applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_are_refused_by_name() {
+        let manifest = "---\n# Source: shop/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-install,pre-upgrade\n";
+        let err = refuse_hooks(manifest).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the chart has Helm hooks, which the runner does not run: Job/migrate (pre-install,pre-upgrade)"
+        );
+        assert!(refuse_hooks(manifest.split("---\napiVersion: batch").next().unwrap()).is_ok());
+    }
+}
