@@ -679,7 +679,9 @@ async fn without_or_with_wrong_credentials_the_sync_fails_closed() {
     let open = Registry::start().await;
     open.push_test_image(VENDOR_REPOSITORY, "1.0", "1.0").await;
     sync.set_input("vendor_registry", &open.host);
-    let second = sync.next_finished("web-image", &[first.clone()]).await;
+    let second = sync
+        .next_finished("web-image", std::slice::from_ref(&first))
+        .await;
     let status = second.status.clone().unwrap();
     assert_eq!(status.phase, Some(PlanPhase::Failed), "{status:?}");
     let message = status.message.unwrap_or_default();
