@@ -3,6 +3,7 @@
 
 use crate::drift::DriftSettings;
 use crate::operation::{EntityKind, Operation};
+use crate::registry_auth::RegistryAuth;
 use crate::role::validate_role_name;
 use crate::validation::{
     FieldError, NameRule, Validate, duplicates, validate_identifier, validate_name,
@@ -210,6 +211,16 @@ pub struct ImageSource {
     /// Destination repository in the customer's account, a template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<String>,
+    /// How the runner authenticates to the vendor registry (`repository`): a pull
+    /// credential from the customer's secret store. Anonymous when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_auth: Option<RegistryAuth>,
+    /// How the runner authenticates to the install's registry (`destination`): a
+    /// credential from the customer's secret store, or `ecr`. Omitted: an ECR
+    /// destination (`ACCOUNT.dkr.ecr.REGION.amazonaws.com`) uses `ecr`, any other is
+    /// reached anonymously.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_auth: Option<RegistryAuth>,
 }
 
 /// A container run to completion.
@@ -331,6 +342,16 @@ impl Validate for Component {
         }
         if let Some(terraform) = &spec.terraform {
             errors.extend(terraform.validate_at("spec.terraform"));
+        }
+        if let Some(image) = &spec.image {
+            for (field, auth) in [
+                ("spec.image.sourceAuth", &image.source_auth),
+                ("spec.image.destinationAuth", &image.destination_auth),
+            ] {
+                if let Some(auth) = auth {
+                    errors.extend(auth.validate_at(field));
+                }
+            }
         }
         if let Some(manifest) = &spec.manifest {
             for name in manifest.outputs.keys() {

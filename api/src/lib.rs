@@ -33,6 +33,7 @@ pub mod party;
 pub mod plan;
 pub mod plan_lifecycle;
 pub mod policy;
+pub mod registry_auth;
 pub mod role;
 pub mod rollout;
 pub mod runner;
@@ -68,6 +69,7 @@ pub use plan_lifecycle::{
     ResourceChange,
 };
 pub use policy::{Enforcement, Policy, PolicyInput, PolicySpec, PolicyStatus};
+pub use registry_auth::RegistryAuth;
 pub use role::{InlinePolicy, Permissions, PermissionsBoundary, RoleSpec, RoleType};
 pub use rollout::{
     Halt, InstallProgress, InstallProgressState, Rollout, RolloutPhase, RolloutSpec, RolloutStatus,

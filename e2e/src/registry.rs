@@ -1,13 +1,15 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (distribution 2.8) on a
 //! free loopback port, with filesystem storage in a temporary directory, and a small
 //! multi-platform test image pushed to it (the example's, built by
-//! [`outpost_runner::example_image`]).
+//! [`outpost_runner::example_image`]). [`Registry::start_with_htpasswd`] starts one that
+//! refuses every request without its user's password (`auth: htpasswd`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use outpost_runner::example_image;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -22,11 +24,23 @@ pub struct Registry {
     pub host: String,
     config: PathBuf,
     dir: tempfile::TempDir,
+    /// The htpasswd user and password, when the registry requires them.
+    credentials: Option<(String, String)>,
 }
 
 impl Registry {
     /// Starts a registry on a free port and waits until `/v2/` answers.
     pub async fn start() -> Registry {
+        Registry::start_with(None).await
+    }
+
+    /// Starts a registry that requires `username` and `password` (HTTP basic, from an
+    /// htpasswd file with the password's bcrypt hash) for every request.
+    pub async fn start_with_htpasswd(username: &str, password: &str) -> Registry {
+        Registry::start_with(Some((username.to_owned(), password.to_owned()))).await
+    }
+
+    async fn start_with(credentials: Option<(String, String)>) -> Registry {
         let dir = tempfile::Builder::new()
             .prefix("outpost-registry-")
             .tempdir()
@@ -37,19 +51,27 @@ impl Registry {
             .port();
         let host = format!("127.0.0.1:{port}");
         let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n",
-                dir.path().join("data").display()
-            ),
-        )
-        .expect("registry config written");
+        let mut text = format!(
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n",
+            dir.path().join("data").display()
+        );
+        if let Some((username, password)) = &credentials {
+            // The lowest cost bcrypt allows: the registry checks it on every request.
+            let hash = bcrypt::hash(password, 4).expect("a bcrypt hash");
+            let htpasswd = dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, format!("{username}:{hash}\n")).expect("htpasswd written");
+            text.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: outpost-test\n    path: {}\n",
+                htpasswd.display()
+            ));
+        }
+        std::fs::write(&config, text).expect("registry config written");
         let mut registry = Registry {
             child: None,
             host,
             config,
             dir,
+            credentials,
         };
         registry.start_again().await;
         registry
@@ -96,7 +118,7 @@ impl Registry {
         }
     }
 
-    /// Whether `GET /v2/` answers 200.
+    /// Whether `GET /v2/` answers (200, or 401 when it requires credentials).
     async fn answers(&self) -> bool {
         let Ok(mut stream) = tokio::net::TcpStream::connect(&self.host).await else {
             return false;
@@ -107,7 +129,14 @@ impl Registry {
         }
         let mut reply = Vec::new();
         let _ = stream.read_to_end(&mut reply).await;
-        reply.starts_with(b"HTTP/1.0 200") || reply.starts_with(b"HTTP/1.1 200")
+        let status = if self.credentials.is_some() {
+            "401"
+        } else {
+            "200"
+        };
+        [b"HTTP/1.0 ".as_slice(), b"HTTP/1.1 "]
+            .iter()
+            .any(|version| reply.starts_with(&[*version, status.as_bytes()].concat()))
     }
 
     fn log(&self) -> String {
@@ -126,13 +155,24 @@ impl Registry {
             .join("data")
     }
 
-    /// A client of this registry (plain HTTP: it is on loopback).
-    pub fn client(&self) -> Client {
+    /// A client of this registry (plain HTTP: it is on loopback), with its
+    /// credentials when it requires them.
+    pub async fn client(&self) -> Client {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        Client::new(ClientConfig {
+        let client = Client::new(ClientConfig {
             protocol: ClientProtocol::Http,
             ..ClientConfig::default()
-        })
+        });
+        client.store_auth_if_needed(&self.host, &self.auth()).await;
+        client
+    }
+
+    /// The registry's credentials: basic with its htpasswd user, else anonymous.
+    pub fn auth(&self) -> RegistryAuth {
+        match &self.credentials {
+            Some((username, password)) => RegistryAuth::Basic(username.clone(), password.clone()),
+            None => RegistryAuth::Anonymous,
+        }
     }
 
     /// `HOST/repository:tag`.
@@ -143,10 +183,8 @@ impl Registry {
     /// The digest `repository:tag` resolves to here, `None` if it does not.
     pub async fn digest_of(&self, repository: &str, tag: &str) -> Option<String> {
         self.client()
-            .fetch_manifest_digest(
-                &self.reference(repository, tag),
-                &oci_client::secrets::RegistryAuth::Anonymous,
-            )
+            .await
+            .fetch_manifest_digest(&self.reference(repository, tag), &self.auth())
             .await
             .ok()
     }
@@ -154,6 +192,7 @@ impl Registry {
     /// Whether the registry has blob `digest` in `repository`.
     pub async fn has_blob(&self, repository: &str, digest: &str) -> bool {
         self.client()
+            .await
             .blob_exists(&self.reference(repository, "latest"), digest)
             .await
             .expect("the registry answers")
@@ -162,7 +201,7 @@ impl Registry {
     /// Builds and pushes the example's two-platform image
     /// ([`outpost_runner::example_image::push`]) as `repository:tag`.
     pub async fn push_test_image(&self, repository: &str, tag: &str, version: &str) -> TestImage {
-        let image = example_image::push(&self.client(), &self.host, repository, tag, version)
+        let image = example_image::push(&self.client().await, &self.host, repository, tag, version)
             .await
             .unwrap_or_else(|e| panic!("pushing {repository}:{tag} to {}: {e}", self.host));
         TestImage {

@@ -75,9 +75,9 @@
 //! `moto_server` comes from `OUTPOST_MOTO_SERVER`, else the repository's `.venv/`.
 
 use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -87,8 +87,8 @@ use outpost_api::{
     AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
 };
 use outpost_e2e::{
-    Backend, ControlPlane, Process, RecordingProxy, Registry, eventually, example_with_registries,
-    on_path, outpost_binary,
+    Backend, ControlPlane, Moto, Process, RecordingProxy, Registry, eventually,
+    example_with_registries, on_path, outpost_binary,
 };
 use serde_json::Value;
 
@@ -104,69 +104,19 @@ const REGION: &str = "us-east-2";
 /// lookup, CreateUser, PutUserPolicy, CreateAccessKey.
 const NO_AUTH_CALLS: usize = 4;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+/// What the test asks of the emulator beyond [`Moto`]'s own: SDK configurations and
+/// the one unauthenticated EC2 call.
+trait Emulator {
+    fn sdk(&self, key: &str, secret: &str, token: Option<&str>) -> SdkConfig;
+    fn default_subnet(&self) -> (String, String);
 }
 
-fn moto_binary() -> PathBuf {
-    let path = std::env::var_os("OUTPOST_MOTO_SERVER")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| repo_root().join(".venv/bin/moto_server"), PathBuf::from);
-    assert!(
-        path.is_file(),
-        "{} not found (set OUTPOST_MOTO_SERVER or run `./x deps`)",
-        path.display()
-    );
-    path
+/// moto with IAM enforcement after [`NO_AUTH_CALLS`] calls.
+fn start_moto() -> Moto {
+    Moto::start_with_env(&[("INITIAL_NO_AUTH_ACTION_COUNT", &NO_AUTH_CALLS.to_string())])
 }
 
-/// A `moto_server` with IAM enforcement after [`NO_AUTH_CALLS`] calls, on a free
-/// loopback port, stopped when dropped.
-struct Moto {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Moto {
-    fn start() -> Moto {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
-        let child = Command::new(moto_binary())
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .env("INITIAL_NO_AUTH_ACTION_COUNT", NO_AUTH_CALLS.to_string())
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .expect("moto_server starts");
-        let mut moto = Moto { child, port, dir };
-        // Wait for the port without a request: every request counts towards the
-        // unauthenticated ones.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-            if let Some(status) = moto.child.try_wait().expect("moto_server can be polled") {
-                panic!("moto_server exited with {status}: {}", moto.log());
-            }
-            assert!(Instant::now() < deadline, "moto_server did not listen");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        moto
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
-    }
-
+impl Emulator for Moto {
     /// SDK configuration for the emulator with static credentials.
     fn sdk(&self, key: &str, secret: &str, token: Option<&str>) -> SdkConfig {
         SdkConfig::builder()
@@ -211,13 +161,6 @@ impl Moto {
     }
 }
 
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The customer's account: moto, the admin's SDK configuration.
 struct Customer {
     moto: Moto,
@@ -232,7 +175,7 @@ impl Customer {
     /// Starts moto and spends the unauthenticated calls on the default subnet and an
     /// admin user with an access key; from then on IAM is enforced.
     async fn start() -> Customer {
-        let moto = Moto::start();
+        let moto = start_moto();
         let (vpc, subnet) = moto.default_subnet();
         let bootstrap = aws_sdk_iam::Client::new(&moto.sdk("bootstrap", "bootstrap", None));
         bootstrap

@@ -18,15 +18,22 @@
 //! * **teardown**: nothing; images stay in the install's registry (other deploys may
 //!   still run them).
 //!
-//! Registries are reached anonymously, over HTTPS, or plain HTTP on loopback.
+//! Registries are reached over HTTPS, or plain HTTP on loopback, with the credentials
+//! the component names (`image.sourceAuth`, `image.destinationAuth`; [`auth`]):
+//! secrets from the customer's store, or an ECR token for the Plan's role; anonymously
+//! without. A registry that refuses them fails the Plan ("unauthorized"), at plan time
+//! when it is read then.
 
+pub mod auth;
 mod registry;
 
 use anyhow::{Context as _, bail};
 use futures::future::BoxFuture;
 use outpost_api::{Operation, PolicyInput};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
+use self::auth::Access;
 use self::registry::Repository;
 use super::{Applied, Diff, Executor, StepContext};
 
@@ -50,7 +57,15 @@ struct ImageSync {
     /// The digest the component pins, when it names one.
     pinned: Option<String>,
     destination: Repository,
+    /// How the vendor registry is reached.
+    source_access: Access,
+    /// How the install's registry is reached.
+    destination_access: Access,
 }
+
+/// The settings that say how each registry is reached, as error messages name them.
+const SOURCE_AUTH: &str = "image.sourceAuth";
+const DESTINATION_AUTH: &str = "image.destinationAuth";
 
 impl ImageSync {
     fn from_desired(desired: &Value) -> anyhow::Result<Self> {
@@ -77,11 +92,25 @@ impl ImageSync {
         {
             bail!("image.tag pins {digest:?}, which is not a sha256:<64 hex> digest");
         }
+        let source_access = Access::from_desired(
+            image.get("sourceAuth"),
+            SOURCE_AUTH,
+            &source.registry,
+            false,
+        )?;
+        let destination_access = Access::from_desired(
+            image.get("destinationAuth"),
+            DESTINATION_AUTH,
+            &destination.registry,
+            true,
+        )?;
         Ok(ImageSync {
             source,
             tag,
             pinned,
             destination,
+            source_access,
+            destination_access,
         })
     }
 
@@ -107,8 +136,48 @@ impl ImageSync {
         }
     }
 
-    fn client(&self) -> oci_client::Client {
-        registry::client(&[&self.source, &self.destination])
+    /// A client of both registries with their credentials (secrets resolved from
+    /// `env`, the step's environment).
+    async fn client(&self, env: &BTreeMap<String, String>) -> anyhow::Result<oci_client::Client> {
+        let source = self
+            .source_access
+            .resolve(&self.source.registry, env)
+            .await
+            .with_context(|| {
+                format!(
+                    "no credentials for the vendor registry {}",
+                    self.source.registry
+                )
+            })?;
+        let destination = self
+            .destination_access
+            .resolve(&self.destination.registry, env)
+            .await
+            .with_context(|| {
+                format!(
+                    "no credentials for the install's registry {}",
+                    self.destination.registry
+                )
+            })?;
+        registry::client(&[(&self.source, source), (&self.destination, destination)]).await
+    }
+
+    /// `the vendor registry HOST anonymously (image.sourceAuth is not set)`.
+    fn vendor_registry(&self) -> String {
+        format!(
+            "the vendor registry {} {}",
+            self.source.registry,
+            self.source_access.describe(SOURCE_AUTH)
+        )
+    }
+
+    /// `the install's registry HOST as "user" (image.destinationAuth)`.
+    fn install_registry(&self) -> String {
+        format!(
+            "the install's registry {} {}",
+            self.destination.registry,
+            self.destination_access.describe(DESTINATION_AUTH)
+        )
     }
 }
 
@@ -130,16 +199,11 @@ impl ImageExecutor {
             });
         }
         let sync = ImageSync::from_desired(&ctx.desired)?;
-        let client = sync.client();
+        let client = sync.client(&ctx.env).await?;
         let source = sync.source_text();
         let image = registry::resolve(&client, &sync.source, &sync.source_reference())
             .await
-            .with_context(|| {
-                format!(
-                    "cannot read {source} from the vendor registry {}",
-                    sync.source.registry
-                )
-            })?;
+            .with_context(|| format!("cannot read {source} from {}", sync.vendor_registry()))?;
         if let Some(pinned) = &sync.pinned
             && *pinned != image.digest
         {
@@ -150,12 +214,7 @@ impl ImageExecutor {
         }
         let present = registry::present(&client, &sync.destination, &image, sync.tag.as_deref())
             .await
-            .with_context(|| {
-                format!(
-                    "cannot read the install's registry {}",
-                    sync.destination.registry
-                )
-            })?;
+            .with_context(|| format!("cannot read {}", sync.install_registry()))?;
         let blobs_missing = image
             .blobs
             .iter()
@@ -208,14 +267,15 @@ impl ImageExecutor {
             .pointer("/images/0/digest")
             .and_then(Value::as_str)
             .context("the plan resolved no digest")?;
-        let client = sync.client();
+        let client = sync.client(&ctx.env).await?;
         // By the digest the plan resolved: a tag moved since is not copied unseen.
         let image = registry::resolve(&client, &sync.source, &sync.source.at_digest(digest))
             .await
             .with_context(|| {
                 format!(
-                    "cannot read {} from the vendor registry",
-                    sync.source.pinned(digest)
+                    "cannot read {} from {}",
+                    sync.source.pinned(digest),
+                    sync.vendor_registry()
                 )
             })?;
         let copied = registry::copy(
@@ -225,7 +285,14 @@ impl ImageExecutor {
             &image,
             sync.tag.as_deref(),
         )
-        .await?;
+        .await
+        .with_context(|| {
+            format!(
+                "cannot copy into {} from {}",
+                sync.install_registry(),
+                sync.vendor_registry()
+            )
+        })?;
         let reference = sync.destination.pinned(&image.digest);
         let outputs = [
             ("sourceDigest", json!(image.digest)),
@@ -270,7 +337,7 @@ impl ImageExecutor {
 
     async fn observe_sync(&self, ctx: &StepContext, last_applied: &Value) -> anyhow::Result<Value> {
         let sync = ImageSync::from_desired(&ctx.desired)?;
-        let client = sync.client();
+        let client = sync.client(&ctx.env).await?;
         let digest = match &sync.tag {
             Some(tag) => registry::manifest_digest(&client, &sync.destination.at_tag(tag)).await?,
             None => {

@@ -84,3 +84,74 @@ fn plain_http_only_to_loopback_registries() {
         );
     }
 }
+
+#[test]
+fn credentials_by_secret_reference_and_ecr_by_default_for_an_ecr_destination() {
+    use super::auth::{Access, EcrRegistry};
+    let with = |auth: serde_json::Value| {
+        ImageSync::from_desired(&json!({"image": {
+            "repository": "ghcr.io/acme/shop", "tag": "1",
+            "destination": "111122223333.dkr.ecr.eu-west-1.amazonaws.com/shop",
+            "sourceAuth": auth}}))
+    };
+    let basic = with(json!({"username": "robot", "password": "${outpost-secret:pull}"})).unwrap();
+    assert_eq!(
+        basic.source_access,
+        Access::Basic {
+            username: "robot".into(),
+            password: "${outpost-secret:pull}".into()
+        }
+    );
+    assert_eq!(basic.destination_access, Access::Ecr);
+    assert_eq!(
+        with(serde_json::Value::Null).unwrap().source_access,
+        Access::Anonymous
+    );
+    let err = with(json!({"username": "robot", "password": "hunter2"}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a secret reference"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    let err = with(json!({"token": "${outpost-secret:t}", "ecr": true}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must set one of"), "{err}");
+    assert_eq!(
+        EcrRegistry::parse("111122223333.dkr.ecr.eu-west-1.amazonaws.com"),
+        Some(EcrRegistry {
+            account: "111122223333".into(),
+            region: "eu-west-1".into()
+        })
+    );
+    for other in [
+        "ghcr.io",
+        "127.0.0.1:5000",
+        "1.dkr.ecr.eu-west-1.amazonaws.com",
+    ] {
+        assert_eq!(EcrRegistry::parse(other), None, "{other}");
+    }
+}
+
+#[tokio::test]
+async fn secrets_resolve_from_the_steps_environment() {
+    use super::auth::Access;
+    let env =
+        std::collections::BTreeMap::from([(crate::secrets::env_name("pull"), "s3cret".to_owned())]);
+    let basic = Access::Basic {
+        username: "robot".into(),
+        password: "${outpost-secret:pull}".into(),
+    };
+    assert_eq!(
+        basic.resolve("ghcr.io", &env).await.unwrap(),
+        oci_client::secrets::RegistryAuth::Basic("robot".into(), "s3cret".into())
+    );
+    let missing = Access::Bearer {
+        token: "${outpost-secret:other}".into(),
+    };
+    let err = missing
+        .resolve("ghcr.io", &env)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"other\""), "{err}");
+}

@@ -82,21 +82,47 @@ impl Repository {
     }
 }
 
-/// A client for `repositories`' registries: HTTPS, except plain HTTP to loopback ones.
-pub fn client(repositories: &[&Repository]) -> Client {
+/// A client for `repositories`' registries, each with its credentials: HTTPS, except
+/// plain HTTP to loopback ones.
+///
+/// The client keeps one set of credentials per registry host, the first stored: they
+/// are stored here, so the `RegistryAuth::Anonymous` the calls below pass to
+/// `oci-client` never replaces them. Two repositories on one registry must therefore
+/// use the same credentials.
+pub async fn client(repositories: &[(&Repository, RegistryAuth)]) -> anyhow::Result<Client> {
     // reqwest is built without a crypto provider of its own: the runner's is ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let plain: Vec<String> = repositories
         .iter()
-        .filter(|r| r.is_loopback())
-        .map(|r| r.registry.clone())
+        .filter(|(r, _)| r.is_loopback())
+        .map(|(r, _)| r.registry.clone())
         .collect();
-    Client::new(ClientConfig {
+    for (i, (repository, auth)) in repositories.iter().enumerate() {
+        if let Some((other, _)) = repositories[..i]
+            .iter()
+            .find(|(other, other_auth)| other.registry == repository.registry && other_auth != auth)
+        {
+            bail!(
+                "{}/{} and {}/{} are in one registry but have different credentials",
+                other.registry,
+                other.name,
+                repository.registry,
+                repository.name
+            );
+        }
+    }
+    let client = Client::new(ClientConfig {
         protocol: ClientProtocol::HttpsExcept(plain),
         connect_timeout: Some(std::time::Duration::from_secs(10)),
         read_timeout: Some(std::time::Duration::from_secs(60)),
         ..ClientConfig::default()
-    })
+    });
+    for (repository, auth) in repositories {
+        client
+            .store_auth_if_needed(&repository.registry, auth)
+            .await;
+    }
+    Ok(client)
 }
 
 /// One manifest of an image: its digest, media type and raw bytes.
@@ -401,9 +427,31 @@ async fn push_manifest(
 /// An `oci-client` error with what was being done, and digest mismatches said plainly
 /// (also one that failed a streamed blob, carried inside an I/O error).
 fn describe(e: OciDistributionError, doing: &str) -> anyhow::Error {
-    match digest_mismatch(&e) {
-        Some(mismatch) => anyhow::anyhow!("digest mismatch: {doing}: {mismatch}"),
-        None => anyhow::Error::new(e).context(doing.to_owned()),
+    if let Some(mismatch) = digest_mismatch(&e) {
+        return anyhow::anyhow!("digest mismatch: {doing}: {mismatch}");
+    }
+    let doing = if unauthorized(&e) {
+        format!("unauthorized: {doing}")
+    } else {
+        doing.to_owned()
+    };
+    anyhow::Error::new(e).context(doing)
+}
+
+/// Whether the registry refused the request's credentials (or their absence): 401 or
+/// 403, or a token realm that refused them.
+fn unauthorized(e: &OciDistributionError) -> bool {
+    let refused = |status: u16| status == 401 || status == 403;
+    match e {
+        OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => true,
+        OciDistributionError::ServerError { code, .. } => refused(*code),
+        OciDistributionError::RequestError(e) => e.status().is_some_and(|s| refused(s.as_u16())),
+        OciDistributionError::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)),
+        _ => false,
     }
 }
 

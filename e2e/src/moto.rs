@@ -1,0 +1,87 @@
+//! The AWS emulator, `moto_server`, on a free loopback port in a temporary directory,
+//! stopped when dropped. It comes from `OUTPOST_MOTO_SERVER` (set by `./x test`), else
+//! the repository's `.venv/` (made by `./x deps`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `moto_server`.
+pub struct Moto {
+    child: Child,
+    /// Its loopback port.
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+/// The `moto_server` binary: `OUTPOST_MOTO_SERVER`, else `.venv/bin/moto_server`.
+pub fn moto_binary() -> PathBuf {
+    let path = std::env::var_os("OUTPOST_MOTO_SERVER")
+        .filter(|v| !v.is_empty())
+        .map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/moto_server"),
+            PathBuf::from,
+        );
+    assert!(
+        path.is_file(),
+        "{} not found (set OUTPOST_MOTO_SERVER or run `./x deps`)",
+        path.display()
+    );
+    path
+}
+
+impl Moto {
+    /// Starts the emulator, which accepts any credentials, and waits until its port
+    /// accepts connections.
+    pub fn start() -> Moto {
+        Moto::start_with_env(&[])
+    }
+
+    /// Starts the emulator with `env` (`INITIAL_NO_AUTH_ACTION_COUNT`: IAM is enforced
+    /// after that many calls) and waits until its port accepts connections, without
+    /// a request (each would count towards the unauthenticated ones).
+    pub fn start_with_env(env: &[(&str, &str)]) -> Moto {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
+        let child = Command::new(moto_binary())
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(env.iter().copied())
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("moto_server starts");
+        let mut moto = Moto { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = moto.child.try_wait().expect("moto_server can be polled") {
+                panic!("moto_server exited with {status}: {}", moto.log());
+            }
+            assert!(Instant::now() < deadline, "moto_server did not listen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    /// `http://127.0.0.1:PORT`: the endpoint for every service.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// What the emulator logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
