@@ -774,6 +774,8 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
             &[
                 "cloudformation:DescribeStacks",
                 "secretsmanager:GetSecretValue",
+                "ssm:GetParameter",
+                "ssm:PutParameter",
             ],
         )
         .await;
@@ -822,6 +824,14 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
             ("${RunnerTokenSecret}", &token_secret),
             ("${AWS::StackName}", STACK),
             ("${AWS::Region}", REGION),
+            (
+                "${RunnerPublicKeyParameter}",
+                &outputs["RunnerPublicKeyParameter"],
+            ),
+            (
+                "${AuditCheckpointParameter}",
+                &outputs["AuditCheckpointParameter"],
+            ),
             ("/var/lib/outpost", state.to_str().unwrap()),
         ],
     );
@@ -881,7 +891,11 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
     customer
         .resource_star(
             runner_role.rsplit('/').next().unwrap(),
-            &["cloudformation:DescribeStacks"],
+            &[
+                "cloudformation:DescribeStacks",
+                "ssm:GetParameter",
+                "ssm:PutParameter",
+            ],
         )
         .await;
     // From now on the runner's credentials cannot read the token; what it has is in its

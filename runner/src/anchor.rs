@@ -1,7 +1,10 @@
 //! The runner's side of the customer's trust anchor ([`outpost_api::audit_anchor`]):
 //! it appends its public key to `--anchor-dir`'s `public-keys` and keeps the newest
 //! signed [`Checkpoint`] of its audit log in `checkpoint.json` there — after every
-//! event (so at the end of every Plan) and at least every `--checkpoint-seconds`.
+//! event (so at the end of every Plan) and at least every `--checkpoint-seconds`. It
+//! publishes the same into the install stack's SSM parameters when started with
+//! `--publish-key-parameter` / `--publish-checkpoint-parameter`
+//! ([`crate::aws::anchor_parameters`]).
 //!
 //! The anchor dir is a place the customer controls and the vendor cannot write (a
 //! mounted volume, a directory synchronised to the customer's storage); it survives the
@@ -17,6 +20,7 @@ use anyhow::Context as _;
 use outpost_api::AuditEventSpec;
 use outpost_api::audit_anchor::{CHECKPOINT_FILE, Checkpoint, KEYS_FILE, parse_keys};
 
+use crate::aws::anchor_parameters::AnchorParameters;
 use crate::identity::Identity;
 use crate::session::Session;
 
@@ -101,16 +105,44 @@ pub fn sign_checkpoint(identity: &Identity, head: &AuditEventSpec) -> Checkpoint
     checkpoint
 }
 
-/// Writes a checkpoint of the audit log's head whenever an event is recorded and at
-/// least every `--checkpoint-seconds`, forever. A write that fails is retried on the
-/// next turn; it never stops the runner.
-pub async fn keep_checkpoints(session: Arc<Session>, anchor: Arc<Anchor>) {
+/// Writes a checkpoint of the audit log's head to the anchor dir and the checkpoint
+/// parameter whenever an event is recorded and at least every `--checkpoint-seconds`,
+/// forever; first publishes the runner's key to the key parameter. A write that fails
+/// is retried on the next turn; it never stops the runner.
+pub async fn keep_checkpoints(
+    session: Arc<Session>,
+    anchor: Option<Arc<Anchor>>,
+    parameters: Option<Arc<AnchorParameters>>,
+) {
     let every = Duration::from_secs(session.args.checkpoint_seconds.max(1));
+    let mut key_published = false;
     loop {
-        if let Some(checkpoint) = session.checkpoint()
-            && let Err(e) = anchor.write_checkpoint(&checkpoint)
+        if let Some(parameters) = &parameters
+            && !key_published
         {
-            tracing::warn!(error = %e, "cannot write the audit checkpoint; will retry");
+            match parameters.publish_key(&session.public_key()).await {
+                Ok(wrote) => {
+                    key_published = true;
+                    if wrote {
+                        tracing::info!("published the public key to the customer's key parameter");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot publish the public key; will retry")
+                }
+            }
+        }
+        if let Some(checkpoint) = session.checkpoint() {
+            if let Some(anchor) = &anchor
+                && let Err(e) = anchor.write_checkpoint(&checkpoint)
+            {
+                tracing::warn!(error = %e, "cannot write the audit checkpoint; will retry");
+            }
+            if let Some(parameters) = &parameters
+                && let Err(e) = parameters.write_checkpoint(&checkpoint).await
+            {
+                tracing::warn!(error = %format!("{e:#}"), "cannot publish the audit checkpoint; will retry");
+            }
         }
         let _ = tokio::time::timeout(every, session.to_checkpoint.notified()).await;
     }

@@ -96,6 +96,22 @@ impl AuditLog {
         self.continues = Some(head.hash.clone());
     }
 
+    /// Records a `key-rotation` naming `next`'s public key, signed by the current key,
+    /// and signs with `next` from then on ([`crate::rotation`]).
+    pub fn rotate(&mut self, next: Arc<Identity>) -> anyhow::Result<AuditEventSpec> {
+        let details = serde_json::json!({
+            "previousPublicKey": self.identity.public_key(),
+            "newPublicKey": next.public_key(),
+        });
+        let event = self.append(
+            AuditEventType::KeyRotation,
+            Subject::default(),
+            Some(details),
+        )?;
+        self.identity = next;
+        Ok(event)
+    }
+
     /// The newest event, if any.
     pub fn head(&self) -> Option<&AuditEventSpec> {
         self.events.last()

@@ -193,3 +193,63 @@ fn a_key_rotation_signed_by_the_old_key_carries_trust_to_the_new() {
         "{failures:?}"
     );
 }
+
+#[test]
+fn rotate_key_records_a_rotation_signed_by_the_old_key_and_forgets_the_old_key() {
+    use crate::identity::KEY_FILE;
+    use crate::rotation::{NEXT_KEY_FILE, rotate};
+    let (dir, _, old_keys) = log(3);
+    let old = Arc::new(Identity::load_or_create(dir.path()).unwrap());
+    let mut audit = AuditLog::open(dir.path(), "acme", "acme", old.clone()).unwrap();
+    let next = rotate(dir.path(), &mut audit).unwrap();
+    assert_ne!(next.public_key(), old.public_key());
+    audit
+        .append(AuditEventType::Claim, Subject::default(), None)
+        .unwrap();
+    // The state dir holds the new key only.
+    assert!(!dir.path().join(NEXT_KEY_FILE).exists());
+    let reloaded = Identity::load(&dir.path().join(KEY_FILE)).unwrap().unwrap();
+    assert_eq!(reloaded.public_key(), next.public_key());
+    let events = read_local(dir.path()).unwrap();
+    assert_eq!(events[3].type_, AuditEventType::KeyRotation);
+    let details = events[3].details.clone().unwrap();
+    assert_eq!(details["newPublicKey"], next.public_key());
+    assert_eq!(details["previousPublicKey"], old.public_key());
+    // A customer holding only the old key verifies the whole chain, unflagged, up to a
+    // checkpoint the new key signed.
+    let checkpoint = sign_checkpoint(&next, &events[4]);
+    let verified = check(&events, &old_keys, Some(&checkpoint)).unwrap();
+    assert_eq!((verified.events, verified.flags.len()), (5, 0));
+    // The rotation signed by another key than the old one carries no trust.
+    let stranger_dir = tempfile::tempdir().unwrap();
+    let stranger = Identity::load_or_create(stranger_dir.path()).unwrap();
+    let failures = failing(check(&events, &[stranger.public_key()], None));
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.starts_with("event acme-3: signature does not verify")),
+        "{failures:?}"
+    );
+}
+
+#[test]
+fn a_rotation_cut_by_a_crash_is_finished_when_recorded_and_dropped_when_not() {
+    use crate::identity::KEY_FILE;
+    use crate::rotation::{NEXT_KEY_FILE, recover};
+    let (dir, _, _) = log(2);
+    let old = Arc::new(Identity::load_or_create(dir.path()).unwrap());
+    // Crash after the next key was written, before the rotation was recorded.
+    Identity::create(&dir.path().join(NEXT_KEY_FILE)).unwrap();
+    recover(dir.path()).unwrap();
+    assert!(!dir.path().join(NEXT_KEY_FILE).exists());
+    let kept = Identity::load(&dir.path().join(KEY_FILE)).unwrap().unwrap();
+    assert_eq!(kept.public_key(), old.public_key());
+    // Crash after the rotation was recorded, before the key was replaced.
+    let next = Arc::new(Identity::create(&dir.path().join(NEXT_KEY_FILE)).unwrap());
+    let mut audit = AuditLog::open(dir.path(), "acme", "acme", old.clone()).unwrap();
+    audit.rotate(next.clone()).unwrap();
+    recover(dir.path()).unwrap();
+    assert!(!dir.path().join(NEXT_KEY_FILE).exists());
+    let promoted = Identity::load(&dir.path().join(KEY_FILE)).unwrap().unwrap();
+    assert_eq!(promoted.public_key(), next.public_key());
+}

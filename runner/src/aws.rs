@@ -10,6 +10,7 @@
 //! runner with the install's external id, or that STS refuses, fails the Plan closed
 //! ([`RoleError`]); there is no fallback to another role.
 
+pub mod anchor_parameters;
 pub mod stack;
 pub mod trust;
 

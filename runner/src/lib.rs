@@ -25,6 +25,7 @@ pub mod mask;
 pub mod plan_diff;
 pub mod report;
 pub mod retry;
+pub mod rotation;
 pub mod secrets;
 pub mod session;
 pub mod settings;

@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::audit::{AuditLog, Subject};
+use crate::aws::anchor_parameters::AnchorParameters;
 use crate::executors::Executors;
 use crate::failover::{Failover, Servers};
 use crate::identity::Identity;
@@ -87,6 +88,11 @@ impl Session {
             .expect("the audit log in the state dir is writable");
         self.to_ship.notify_one();
         self.to_checkpoint.notify_one();
+    }
+
+    /// The runner's public key (base64).
+    pub fn public_key(&self) -> String {
+        self.identity.public_key()
     }
 
     /// A signed checkpoint of the audit log's head; `None` while it is empty.
@@ -159,6 +165,7 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
             args.state_dir.display()
         );
     }
+    crate::rotation::recover(&args.state_dir)?;
     let identity = Arc::new(Identity::load_or_create(&args.state_dir)?);
     let (namespace, install) = args.install_ref();
     let (namespace, install) = (namespace.to_owned(), install.to_owned());
@@ -175,12 +182,27 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         .map(crate::anchor::Anchor::open)
         .transpose()?
         .map(Arc::new);
-    if let Some(anchor) = &anchor {
-        anchor.publish_key(&identity.public_key())?;
-    }
     let client = client(&args, &token)?;
     let journal = Journal::open(&args.state_dir)?;
     let mut audit = AuditLog::open(&args.state_dir, &install, &name, identity.clone())?;
+    let identity = match (args.rotate_key, audit.events().is_empty()) {
+        (true, false) => {
+            let next = crate::rotation::rotate(&args.state_dir, &mut audit)?;
+            println!(
+                "outpost-runner: rotated signing key (key-rotation signed by the old key); public key {}",
+                next.public_key()
+            );
+            next
+        }
+        (true, true) => {
+            tracing::warn!("--rotate-key: no audit log in the state dir, so no key to rotate from");
+            identity
+        }
+        (false, _) => identity,
+    };
+    if let Some(anchor) = &anchor {
+        anchor.publish_key(&identity.public_key())?;
+    }
     let events: Api<AuditEvent> = Api::namespaced(client.clone(), &namespace);
     let reset = match audit.events().is_empty() {
         true => continue_chain(&events, &install, &mut audit, anchor.as_deref()).await,
@@ -205,6 +227,26 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
             &install,
         )),
         (None, None) => Box::new(NoSecrets),
+    };
+    let parameters = match (
+        &args.publish_key_parameter,
+        &args.publish_checkpoint_parameter,
+    ) {
+        (None, None) => None,
+        (key, checkpoint) => {
+            let config = match &aws {
+                Some(account) => account.config().clone(),
+                None => {
+                    crate::aws::sdk_config(args.aws_region.clone(), args.aws_endpoint.clone())
+                        .await?
+                }
+            };
+            Some(Arc::new(AnchorParameters::new(
+                &config,
+                key.clone(),
+                checkpoint.clone(),
+            )))
+        }
     };
     let plans: Api<Plan> = Api::namespaced(client.clone(), &namespace);
     let (store, writer) = reflector::store();
@@ -265,9 +307,13 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
                 std::future::ready(())
             })
     };
-    let checkpoints = match anchor {
-        Some(anchor) => tokio::spawn(crate::anchor::keep_checkpoints(session.clone(), anchor)),
-        None => tokio::spawn(futures::future::pending()),
+    let checkpoints = match (&anchor, &parameters) {
+        (None, None) => tokio::spawn(futures::future::pending()),
+        _ => tokio::spawn(crate::anchor::keep_checkpoints(
+            session.clone(),
+            anchor,
+            parameters,
+        )),
     };
     let tasks = [
         checkpoints,

@@ -106,6 +106,24 @@ pub struct RunnerArgs {
     /// newest signed checkpoint in `DIR/checkpoint.json`.
     #[arg(long)]
     pub anchor_dir: Option<PathBuf>,
+    /// Name of the SSM parameter in the customer's AWS account the runner publishes its
+    /// public key to (the install stack's `RunnerPublicKeyParameter` output): written at
+    /// boot when it holds another value, with the runner's own credentials (on the VM:
+    /// the instance role, the only principal the stack lets write it). Its version
+    /// history is every key the runner signed with; `outpost audit verify --stack` reads
+    /// it. `--aws-region` and `--aws-endpoint` apply.
+    #[arg(long, value_name = "NAME")]
+    pub publish_key_parameter: Option<String>,
+    /// Name of the SSM parameter the runner writes its newest signed audit checkpoint to
+    /// (the install stack's `AuditCheckpointParameter` output), whenever it writes one.
+    #[arg(long, value_name = "NAME")]
+    pub publish_checkpoint_parameter: Option<String>,
+    /// Replace the signing key at this start: the runner makes a new key, records a
+    /// `key-rotation` event naming it, signed by the old key (so verification accepts
+    /// the chain across it, unflagged), publishes the new key and forgets the old one.
+    /// Needs the state dir's key and audit log; give it for one start.
+    #[arg(long)]
+    pub rotate_key: bool,
     /// Seconds between audit checkpoints when no event is recorded (one is also written
     /// after every event).
     #[arg(long, default_value_t = 60)]

@@ -1,5 +1,6 @@
 #![doc = include_str!("README.md")]
 
+mod audit_anchor;
 mod logical_id;
 mod render;
 mod roles;

@@ -1,10 +1,12 @@
 //! The runner VM: its parameters, instance role and profile, an egress-only
 //! security group and the instance that starts `outpost runner`.
 
+use super::audit_anchor;
 use super::render::{StackContext, StackError};
 use super::runner_token;
 use super::stack_template::StackTemplate;
 use outpost_api::RunnerSettings;
+use outpost_api::audit_anchor::{CHECKPOINT_PARAMETER, KEY_PARAMETER};
 use serde_json::{Value, json};
 
 /// Where the runner keeps its state on the VM (`--state-dir`).
@@ -133,6 +135,9 @@ pub(super) fn add_runner(
     }
     // The runner reads its token at boot, and no other principal may.
     statements.push(runner_token::add_secret(stack, context, RUNNER_ROLE)?);
+    // The runner publishes its public key and checkpoints, and no other principal of the
+    // stack may.
+    statements.push(audit_anchor::add_parameters(stack, context)?);
     // The runner reads its own stack: enabled roles, outputs.
     statements.push(json!({
         "Sid": "ReadInstallStack",
@@ -254,7 +259,9 @@ pub(super) fn add_runner(
 
 /// The UserData script, for `Fn::Sub`: installs and starts `outpost runner`
 /// as a systemd service. `${ServerUrl}`, `${RunnerTokenSecret}` (the token's secret's
-/// ARN), `${AWS::StackName}` and `${AWS::Region}` are substituted by CloudFormation;
+/// ARN), `${RunnerPublicKeyParameter}` and `${AuditCheckpointParameter}` (the audit
+/// anchor's SSM parameter names), `${AWS::StackName}` and `${AWS::Region}` are
+/// substituted by CloudFormation;
 /// `ServerUrl`'s `AllowedPattern` keeps it free of characters the shell or systemd would
 /// interpret, and the others are ARNs and names of such characters. The token itself is
 /// not in the script, the unit or the command line: the runner reads it from the secret
@@ -262,7 +269,9 @@ pub(super) fn add_runner(
 fn user_data(context: &StackContext<'_>) -> String {
     let command = format!(
         "outpost runner --server ${{ServerUrl}} --token-secret ${{{}}} --install {} \
-         --state-dir {RUNNER_STATE_DIR} --stack ${{AWS::StackName}} --aws-region ${{AWS::Region}}",
+         --state-dir {RUNNER_STATE_DIR} --stack ${{AWS::StackName}} --aws-region ${{AWS::Region}} \
+         --publish-key-parameter ${{{KEY_PARAMETER}}} \
+         --publish-checkpoint-parameter ${{{CHECKPOINT_PARAMETER}}}",
         runner_token::TOKEN_SECRET,
         context.install_ref()
     );

@@ -259,6 +259,8 @@ fn flipping_a_switch_changes_which_roles_are_created() {
         everything_off,
         BTreeSet::from(
             [
+                "AuditCheckpointParameter",
+                "RunnerPublicKeyParameter",
                 "RunnerInstance",
                 "RunnerInstanceProfile",
                 "RunnerInstanceRole",
@@ -488,7 +490,9 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
         script.contains(
             "ExecStart=/usr/bin/env outpost runner --server ${ServerUrl} \
              --token-secret ${RunnerTokenSecret} --install shop/acme \
-             --state-dir /var/lib/outpost --stack ${AWS::StackName} --aws-region ${AWS::Region}\n"
+             --state-dir /var/lib/outpost --stack ${AWS::StackName} --aws-region ${AWS::Region} \
+             --publish-key-parameter ${RunnerPublicKeyParameter} \
+             --publish-checkpoint-parameter ${AuditCheckpointParameter}\n"
         ),
         "{script}"
     );
@@ -504,6 +508,8 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
         BTreeSet::from([
             "AWS::Region",
             "AWS::StackName",
+            "AuditCheckpointParameter",
+            "RunnerPublicKeyParameter",
             "RunnerTokenSecret",
             "ServerUrl"
         ])
@@ -511,6 +517,67 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
     assert_eq!(
         template["Outputs"]["RunnerInstanceId"]["Value"],
         json!({"Ref": "RunnerInstance"})
+    );
+}
+
+#[test]
+fn only_the_runner_role_may_write_the_audit_anchor_parameters() {
+    let template = &example_stack();
+    for (id, name) in [
+        (
+            "RunnerPublicKeyParameter",
+            "/outpost/shop/acme/runner-public-key",
+        ),
+        (
+            "AuditCheckpointParameter",
+            "/outpost/shop/acme/audit-checkpoint",
+        ),
+    ] {
+        let parameter = &template["Resources"][id];
+        assert_eq!(parameter["Type"], "AWS::SSM::Parameter");
+        assert_eq!(parameter["Properties"]["Name"], name);
+        assert_eq!(parameter["Properties"]["Type"], "String");
+        assert_eq!(parameter["Properties"]["Value"], "unpublished");
+        assert_eq!(template["Outputs"][id]["Value"], json!({"Ref": id}));
+        // The output names it, the user data passes it to the runner, and nothing else
+        // of the stack refers to it.
+        assert_eq!(
+            references(template, id),
+            [
+                format!("Outputs.{id}.Value"),
+                "Resources.RunnerInstance.Properties.UserData.Fn::Base64.Fn::Sub".to_owned(),
+            ]
+        );
+    }
+    // One statement grants SSM, to the runner's role, on exactly the two parameters.
+    let mut grants = Vec::new();
+    for (id, resource) in template["Resources"].as_object().unwrap() {
+        let text = resource.to_string();
+        if text.contains("ssm:") {
+            grants.push(id.clone());
+        }
+    }
+    assert_eq!(grants, ["RunnerInstanceRole"]);
+    let statements =
+        template["Resources"]["RunnerInstanceRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+            ["Statement"]
+            .as_array()
+            .unwrap();
+    let publish: Vec<&Value> = statements
+        .iter()
+        .filter(|s| s.to_string().contains("ssm:"))
+        .collect();
+    assert_eq!(
+        publish,
+        [&json!({
+            "Sid": "PublishAuditAnchor",
+            "Effect": "Allow",
+            "Action": ["ssm:GetParameter", "ssm:PutParameter"],
+            "Resource": [
+                {"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/outpost/shop/acme/runner-public-key"},
+                {"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/outpost/shop/acme/audit-checkpoint"},
+            ],
+        })]
     );
 }
 
