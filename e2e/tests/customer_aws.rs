@@ -99,7 +99,7 @@ const STACK: &str = "outpost-globex";
 /// moto's account.
 const ACCOUNT: &str = "123456789012";
 /// The install's region.
-const REGION: &str = "us-east-2";
+pub(crate) const REGION: &str = "us-east-2";
 /// Unauthenticated calls moto allows before it enforces IAM: the default subnet
 /// lookup, CreateUser, PutUserPolicy, CreateAccessKey.
 const NO_AUTH_CALLS: usize = 4;
@@ -120,25 +120,37 @@ fn moto_binary() -> PathBuf {
     path
 }
 
-/// A `moto_server` with IAM enforcement after [`NO_AUTH_CALLS`] calls, on a free
-/// loopback port, stopped when dropped.
-struct Moto {
+/// A `moto_server` on a free loopback port, stopped when dropped.
+pub(crate) struct Moto {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
 }
 
 impl Moto {
+    /// With IAM enforcement after [`NO_AUTH_CALLS`] calls.
     fn start() -> Moto {
+        Moto::spawn(Some(NO_AUTH_CALLS))
+    }
+
+    /// Without IAM enforcement: any credentials may do anything.
+    pub(crate) fn start_open() -> Moto {
+        Moto::spawn(None)
+    }
+
+    fn spawn(no_auth_calls: Option<usize>) -> Moto {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
             .port();
         let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
-        let child = Command::new(moto_binary())
+        let mut command = Command::new(moto_binary());
+        if let Some(calls) = no_auth_calls {
+            command.env("INITIAL_NO_AUTH_ACTION_COUNT", calls.to_string());
+        }
+        let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .env("INITIAL_NO_AUTH_ACTION_COUNT", NO_AUTH_CALLS.to_string())
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))
@@ -159,16 +171,16 @@ impl Moto {
         moto
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
     }
 
     /// SDK configuration for the emulator with static credentials.
-    fn sdk(&self, key: &str, secret: &str, token: Option<&str>) -> SdkConfig {
+    pub(crate) fn sdk(&self, key: &str, secret: &str, token: Option<&str>) -> SdkConfig {
         SdkConfig::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(REGION))
@@ -1077,6 +1089,48 @@ impl Flow {
         events
     }
 
+    /// Waits until `outpost audit verify --stack` (the customer's admin credentials)
+    /// verifies the log against the key and checkpoint the runner published.
+    async fn audit_verifies_with_stack(&self) {
+        let (key, secret) = &self.customer.admin_key;
+        let mut said = String::new();
+        eventually(
+            60,
+            "the audit log to verify against the stack",
+            async || {
+                let output = Command::new(outpost_binary())
+                    .args([
+                        "audit",
+                        "verify",
+                        &format!("default/{INSTALL}"),
+                        "--stack",
+                        STACK,
+                    ])
+                    .args([
+                        "--region",
+                        REGION,
+                        "--aws-endpoint",
+                        &self.customer.moto.endpoint(),
+                    ])
+                    .arg("--kubeconfig")
+                    .arg(self.cp.kubeconfig(&self.cp.admin_token))
+                    .env("AWS_ACCESS_KEY_ID", key)
+                    .env("AWS_SECRET_ACCESS_KEY", secret)
+                    .env("AWS_EC2_METADATA_DISABLED", "true")
+                    .output()
+                    .expect("outpost audit verify runs");
+                said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                (output.status.success() && said.contains(" events verified\n")).then_some(())
+            },
+        )
+        .await;
+        assert!(said.contains("the runner's first key"), "{said}");
+    }
+
     /// Triggers `action` as an operator does (`outpost trigger ACTION --install I
     /// [--role R]`: the Install controller renders the Plan), with an optional runtime
     /// role override; returns the Plan's name.
@@ -1255,6 +1309,9 @@ async fn the_install_runs_each_plan_under_its_role_in_the_customer_account() {
     // Every Plan ran under its resolved role, assumed for it alone: the signed audit
     // log names the assumed-role identity, whose session is the Plan's uid.
     let events = flow.audit_verifies().await;
+    // The runner booted from the stack's user data published its key and checkpoints
+    // into the stack's SSM parameters: the customer verifies against them.
+    flow.audit_verifies_with_stack().await;
     let plans = flow.all_plans().await;
     assert!(plans.len() >= 5, "{plans:?}");
     for plan in &plans {
