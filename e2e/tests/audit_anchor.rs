@@ -63,7 +63,7 @@ fn start_runner(cp: &ControlPlane, token: &str, state: &Path, dirs: &Dirs) -> Pr
 }
 
 /// Creates approved job Plans `names` and waits until each Succeeded.
-async fn run_plans(plans: &Api<Plan>, names: &[&str]) {
+pub(crate) async fn run_plans(plans: &Api<Plan>, names: &[&str]) {
     for name in names {
         approved_job_plan(plans, name).await;
     }
@@ -110,8 +110,22 @@ fn verify_trusting_control_plane(cp: &ControlPlane) -> (i32, String, String) {
     audit_verify_trusting(cp, &[OsStr::new("--trust-control-plane")])
 }
 
+/// Rewrites the install's `Runner` object's `publicKey` to `key` in `store`, around the
+/// API (the server stopped).
+pub(crate) async fn swap_runner_key(store: &dyn outpost_apiserver::storage::Store, key: &str) {
+    let runner_key = format!("/registry/outpost.dev/runners/default/{INSTALL}");
+    let kv = store.get(&runner_key).await.unwrap().unwrap();
+    let mut object: Value = serde_json::from_slice(&kv.value).unwrap();
+    object["spec"]["publicKey"] = json!(key);
+    let body = serde_json::to_vec(&object).unwrap();
+    store
+        .update(&runner_key, body.into(), kv.mod_revision)
+        .await
+        .unwrap();
+}
+
 /// The store key of the install's AuditEvent `sequence`.
-fn event_key(sequence: u64) -> String {
+pub(crate) fn event_key(sequence: u64) -> String {
     format!("/registry/outpost.dev/auditevents/default/{INSTALL}-{sequence}")
 }
 
@@ -189,15 +203,7 @@ async fn cut_tail_and_swapped_key(backend: Backend) {
     let attacker = outpost_runner::Identity::load_or_create(attacker_dir.path()).unwrap();
     cp.stop();
     cp.edit_store(async |store| {
-        let runner_key = format!("/registry/outpost.dev/runners/default/{INSTALL}");
-        let kv = store.get(&runner_key).await.unwrap().unwrap();
-        let mut object: Value = serde_json::from_slice(&kv.value).unwrap();
-        object["spec"]["publicKey"] = json!(attacker.public_key());
-        let body = serde_json::to_vec(&object).unwrap();
-        store
-            .update(&runner_key, body.into(), kv.mod_revision)
-            .await
-            .unwrap();
+        swap_runner_key(store, &attacker.public_key()).await;
         let mut previous: Option<String> = None;
         for sequence in 0..first {
             let key = event_key(sequence);

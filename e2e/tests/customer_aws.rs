@@ -99,14 +99,14 @@ const STACK: &str = "outpost-globex";
 /// moto's account.
 const ACCOUNT: &str = "123456789012";
 /// The install's region.
-const REGION: &str = "us-east-2";
+pub(crate) const REGION: &str = "us-east-2";
 /// Unauthenticated calls moto allows before it enforces IAM: the default subnet
 /// lookup, CreateUser, PutUserPolicy, CreateAccessKey.
 const NO_AUTH_CALLS: usize = 4;
 
 /// What the test asks of the emulator beyond [`Moto`]'s own: SDK configurations and
 /// the one unauthenticated EC2 call.
-trait Emulator {
+pub(crate) trait Emulator {
     fn sdk(&self, key: &str, secret: &str, token: Option<&str>) -> SdkConfig;
     fn default_subnet(&self) -> (String, String);
 }
@@ -1020,6 +1020,48 @@ impl Flow {
         events
     }
 
+    /// Waits until `outpost audit verify --stack` (the customer's admin credentials)
+    /// verifies the log against the key and checkpoint the runner published.
+    async fn audit_verifies_with_stack(&self) {
+        let (key, secret) = &self.customer.admin_key;
+        let mut said = String::new();
+        eventually(
+            60,
+            "the audit log to verify against the stack",
+            async || {
+                let output = Command::new(outpost_binary())
+                    .args([
+                        "audit",
+                        "verify",
+                        &format!("default/{INSTALL}"),
+                        "--stack",
+                        STACK,
+                    ])
+                    .args([
+                        "--region",
+                        REGION,
+                        "--aws-endpoint",
+                        &self.customer.moto.endpoint(),
+                    ])
+                    .arg("--kubeconfig")
+                    .arg(self.cp.kubeconfig(&self.cp.admin_token))
+                    .env("AWS_ACCESS_KEY_ID", key)
+                    .env("AWS_SECRET_ACCESS_KEY", secret)
+                    .env("AWS_EC2_METADATA_DISABLED", "true")
+                    .output()
+                    .expect("outpost audit verify runs");
+                said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                (output.status.success() && said.contains(" events verified\n")).then_some(())
+            },
+        )
+        .await;
+        assert!(said.contains("the runner's first key"), "{said}");
+    }
+
     /// Triggers `action` as an operator does (`outpost trigger ACTION --install I
     /// [--role R]`: the Install controller renders the Plan), with an optional runtime
     /// role override; returns the Plan's name.
@@ -1198,6 +1240,9 @@ async fn the_install_runs_each_plan_under_its_role_in_the_customer_account() {
     // Every Plan ran under its resolved role, assumed for it alone: the signed audit
     // log names the assumed-role identity, whose session is the Plan's uid.
     let events = flow.audit_verifies().await;
+    // The runner booted from the stack's user data published its key and checkpoints
+    // into the stack's SSM parameters: the customer verifies against them.
+    flow.audit_verifies_with_stack().await;
     let plans = flow.all_plans().await;
     assert!(plans.len() >= 5, "{plans:?}");
     for plan in &plans {

@@ -6,6 +6,7 @@
 
 mod api;
 mod audit_anchor;
+mod audit_anchor_stack;
 mod cli;
 mod connections;
 mod controller;
