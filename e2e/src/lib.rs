@@ -5,7 +5,7 @@
 //! (`docker-registry`) with a test image in them; record every API response a test's
 //! clients get, or stand for a server that dies right after a write
 //! ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]); give the real runner job
-//! Plans to run ([`job_plans`]).
+//! Plans to run ([`job_plans`]); run the AWS emulator ([`moto`]).
 
 pub mod approve;
 pub mod browser;
@@ -14,6 +14,7 @@ mod etcd_cluster;
 pub mod helm;
 pub mod job_plans;
 mod kubectl;
+pub mod moto;
 mod raw;
 mod recording;
 mod registry;

@@ -75,9 +75,9 @@
 //! `moto_server` comes from `OUTPOST_MOTO_SERVER`, else the repository's `.venv/`.
 
 use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -104,67 +104,24 @@ const REGION: &str = "us-east-2";
 /// lookup, CreateUser, PutUserPolicy, CreateAccessKey.
 const NO_AUTH_CALLS: usize = 4;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+/// The customer's emulated account: `moto_server` with IAM enforcement after
+/// [`NO_AUTH_CALLS`] calls.
+struct Moto(outpost_e2e::moto::Moto);
 
-fn moto_binary() -> PathBuf {
-    let path = std::env::var_os("OUTPOST_MOTO_SERVER")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| repo_root().join(".venv/bin/moto_server"), PathBuf::from);
-    assert!(
-        path.is_file(),
-        "{} not found (set OUTPOST_MOTO_SERVER or run `./x deps`)",
-        path.display()
-    );
-    path
-}
-
-/// A `moto_server` with IAM enforcement after [`NO_AUTH_CALLS`] calls, on a free
-/// loopback port, stopped when dropped.
-struct Moto {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
+impl std::ops::Deref for Moto {
+    type Target = outpost_e2e::moto::Moto;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Moto {
     fn start() -> Moto {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
-        let child = Command::new(moto_binary())
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .env("INITIAL_NO_AUTH_ACTION_COUNT", NO_AUTH_CALLS.to_string())
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .expect("moto_server starts");
-        let mut moto = Moto { child, port, dir };
-        // Wait for the port without a request: every request counts towards the
-        // unauthenticated ones.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-            if let Some(status) = moto.child.try_wait().expect("moto_server can be polled") {
-                panic!("moto_server exited with {status}: {}", moto.log());
-            }
-            assert!(Instant::now() < deadline, "moto_server did not listen");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        moto
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
+        let calls = NO_AUTH_CALLS.to_string();
+        Moto(outpost_e2e::moto::Moto::start(&[(
+            "INITIAL_NO_AUTH_ACTION_COUNT",
+            &calls,
+        )]))
     }
 
     /// SDK configuration for the emulator with static credentials.
@@ -188,14 +145,14 @@ impl Moto {
     /// VPC and one of its subnets.
     fn default_subnet(&self) -> (String, String) {
         let body = "Action=DescribeSubnets&Version=2016-11-15&Filter.1.Name=default-for-az&Filter.1.Value.1=true";
-        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).unwrap();
+        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port())).unwrap();
         write!(
             stream,
             "POST / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\
              Content-Type: application/x-www-form-urlencoded; charset=utf-8\r\n\
              Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/{REGION}/ec2/aws4_request, SignedHeaders=host, Signature=0\r\n\
              Content-Length: {}\r\n\r\n{body}",
-            self.port,
+            self.port(),
             body.len()
         )
         .unwrap();
@@ -208,13 +165,6 @@ impl Moto {
             response[start..end].to_owned()
         };
         (tag("vpcId"), tag("subnetId"))
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
