@@ -186,12 +186,17 @@ pub struct TerraformSource {
     pub variables: BTreeMap<String, String>,
 }
 
-/// A CloudFormation stack.
+/// A CloudFormation stack: exactly one of `templateUrl` (where CloudFormation reads the
+/// template) or `template` (the template inline) is set.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CloudFormationSource {
-    /// URL of the template.
+    /// URL of the template (an S3 URL: CloudFormation itself reads it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub template_url: String,
+    /// The template inline (JSON or YAML), passed to CloudFormation as the template body.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub template: String,
     /// Stack name template; derived from install and component when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_name: Option<String>,
@@ -324,9 +329,6 @@ impl Validate for Component {
             spec.helm
                 .as_ref()
                 .map(|h| ("spec.helm.chart", h.chart.as_str())),
-            spec.cloudformation
-                .as_ref()
-                .map(|c| ("spec.cloudformation.templateUrl", c.template_url.as_str())),
             spec.image
                 .as_ref()
                 .map(|i| ("spec.image.repository", i.repository.as_str())),
@@ -351,6 +353,22 @@ impl Validate for Component {
                 if let Some(auth) = auth {
                     errors.extend(auth.validate_at(field));
                 }
+            }
+        }
+        if let Some(stack) = &spec.cloudformation {
+            match (
+                stack.template_url.trim().is_empty(),
+                stack.template.trim().is_empty(),
+            ) {
+                (true, true) => errors.push(FieldError::required(
+                    "spec.cloudformation.templateUrl",
+                    "one of templateUrl or template",
+                )),
+                (false, false) => errors.push(FieldError::forbidden(
+                    "spec.cloudformation.template",
+                    "set only one of templateUrl and template",
+                )),
+                _ => {}
             }
         }
         if let Some(manifest) = &spec.manifest {
@@ -578,6 +596,44 @@ mod tests {
         assert_eq!(
             errors(&terraform("/modules/db", &[("main.tf", "")])),
             [("spec.terraform.files".into(), FieldErrorKind::Forbidden)]
+        );
+    }
+
+    #[test]
+    fn cloudformation_needs_exactly_one_of_template_url_and_template() {
+        let stack = |url: &str, body: &str| -> Component {
+            let mut c = web();
+            c.spec.type_ = ComponentType::Cloudformation;
+            c.spec.manifest = None;
+            c.spec.cloudformation = Some(CloudFormationSource {
+                template_url: url.into(),
+                template: body.into(),
+                stack_name: None,
+                parameters: BTreeMap::new(),
+            });
+            c
+        };
+        assert_eq!(errors(&stack("https://s3.amazonaws.com/b/t.yaml", "")), []);
+        assert_eq!(errors(&stack("", "Resources: {}")), []);
+        assert_eq!(
+            errors(&stack("", " ")),
+            [(
+                "spec.cloudformation.templateUrl".into(),
+                FieldErrorKind::Required
+            )]
+        );
+        assert_eq!(
+            errors(&stack("https://s3.amazonaws.com/b/t.yaml", "Resources: {}")),
+            [(
+                "spec.cloudformation.template".into(),
+                FieldErrorKind::Forbidden
+            )]
+        );
+        let inline: CloudFormationSource =
+            serde_json::from_value(json!({"template": "Resources: {}"})).unwrap();
+        assert_eq!(
+            serde_json::to_value(&inline).unwrap(),
+            json!({"template": "Resources: {}"})
         );
     }
 

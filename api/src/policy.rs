@@ -99,6 +99,9 @@ pub enum PolicyInput {
     Terraform,
     /// Image references a Plan deploys.
     Images,
+    /// A CloudFormation change set as described (`changes`, each resource's action,
+    /// replacement and changed properties), with the stack and its parameters.
+    Cloudformation,
     /// The Plan object itself.
     Plan,
     /// A DriftReport.

@@ -37,10 +37,18 @@ impl Executors {
 }
 
 /// The executor type a Plan needs: a component's `desiredState.type`, the sandbox's
-/// `terraform_module`, an action's `job`.
+/// type (`terraform_module` unless it says `cloudformation`), an action's `job`.
 pub fn executor_type(plan: &Plan) -> Result<String, String> {
     match plan.spec.entity.kind {
-        EntityKind::Sandbox => Ok("terraform_module".into()),
+        EntityKind::Sandbox => {
+            // Provision Plans carry the sandbox block, deprovision Plans `{"sandbox": …}`.
+            let desired = plan.spec.desired_state.as_ref();
+            let sandbox = desired.map(|d| d.get("sandbox").unwrap_or(d));
+            match sandbox.and_then(|s| s.get("type")).and_then(|t| t.as_str()) {
+                Some("cloudformation") => Ok("cloudformation".into()),
+                _ => Ok("terraform_module".into()),
+            }
+        }
         EntityKind::Action => Ok("job".into()),
         EntityKind::Component => plan
             .spec
@@ -55,8 +63,8 @@ pub fn executor_type(plan: &Plan) -> Result<String, String> {
 
 impl Executors {
     /// The executors built into this runner binary, configured from `args`:
-    /// `terraform_module` (also the sandbox), `job` (also actions' steps),
-    /// `container_image`, and
+    /// `terraform_module` (also the sandbox), `cloudformation` (also a `cloudformation`
+    /// sandbox), `job` (also actions' steps), `container_image`, and
     /// `kubernetes_manifest` and `helm_chart` when a kubeconfig is given.
     pub async fn standard(args: &crate::RunnerArgs) -> anyhow::Result<Self> {
         let mut executors = Self::new();
@@ -95,6 +103,10 @@ impl Executors {
             ),
         );
         executors.insert(
+            "cloudformation",
+            Arc::new(crate::executor::cloudformation::CloudFormationExecutor::new()),
+        );
+        executors.insert(
             "container_image",
             Arc::new(crate::executor::image::ImageExecutor::new()),
         );
@@ -105,5 +117,40 @@ impl Executors {
             )),
         );
         Ok(executors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sandbox_plan(desired: serde_json::Value) -> Plan {
+        serde_json::from_value(json!({
+            "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+            "metadata": {"name": "p"},
+            "spec": {"install": "acme", "operation": "provision",
+                     "entity": {"kind": "sandbox", "name": "sandbox"},
+                     "desiredState": desired}
+        }))
+        .expect("a test Plan")
+    }
+
+    #[test]
+    fn a_sandbox_runs_on_the_executor_of_its_type() {
+        let cloudformation = json!({"type": "cloudformation", "source": "https://s3/t"});
+        assert_eq!(
+            executor_type(&sandbox_plan(cloudformation.clone())).unwrap(),
+            "cloudformation"
+        );
+        assert_eq!(
+            executor_type(&sandbox_plan(json!({"sandbox": cloudformation}))).unwrap(),
+            "cloudformation"
+        );
+        let terraform = json!({"type": "terraform_module", "source": "/m"});
+        assert_eq!(
+            executor_type(&sandbox_plan(terraform)).unwrap(),
+            "terraform_module"
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! | kubernetes | `Kind/namespace/name` created, changed (field paths before → after) or pruned; Secrets' values never | the dry-run results and the live resourceVersions they were checked against |
 //! | job / action | each step, as one resource | the steps |
 //! | container_image | the copy to the install's registry | the image document |
+//! | cloudformation | the change set's resources (`Type/LogicalId`), changed properties | the described change set (its id, changes, parameters) and the stack's latest event and status |
 
 use outpost_api::plan_lifecycle::{MAX_DIFF_FIELDS, MAX_DIFF_RESOURCES, MAX_DIFF_VALUE_CHARS};
 use outpost_api::{ChangeAction, FieldChange, PlanDiff, PolicyInput, ResourceChange};

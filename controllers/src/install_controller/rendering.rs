@@ -101,6 +101,7 @@ impl<'a> Renderer<'a> {
             Some(context) => context.render_value(&spec).unwrap_or(spec),
             None => spec,
         };
+        let desired = with_stack_name(desired, self.install, "sandbox", true);
         let key = content_hash(&desired);
         self.keep(
             SANDBOX,
@@ -136,6 +137,7 @@ impl<'a> Renderer<'a> {
         let spec = serde_json::to_value(&component.spec).unwrap_or_default();
         let rendered = self.context()?.render_value(&spec).ok()?;
         let rendered = with_kubernetes_secrets(self.app, rendered);
+        let rendered = with_stack_name(rendered, self.install, name, false);
         self.keep(&entity, fingerprint, &rendered, None);
         let key = self.key(&entity, fingerprint, &rendered, dependencies);
         Some((rendered, key))
@@ -258,4 +260,67 @@ impl<'a> Renderer<'a> {
 fn hash_json(value: &impl serde::Serialize, hasher: &mut impl std::hash::Hasher) {
     serde_json::to_vec(value).unwrap_or_default().hash(hasher);
     hasher.write_u8(0);
+}
+
+/// A `cloudformation` component's (or sandbox's, `sandbox`) desired state with the
+/// stack's name filled in when the App leaves it out: `<install>-<entity>`, so the Plan
+/// shows the stack it changes.
+fn with_stack_name(mut desired: Value, install: &Install, entity: &str, sandbox: bool) -> Value {
+    if desired["type"] != "cloudformation" {
+        return desired;
+    }
+    let name = format!(
+        "{}-{entity}",
+        install.meta().name.as_deref().unwrap_or_default()
+    );
+    let block = if sandbox {
+        Some(&mut desired)
+    } else {
+        desired.get_mut("cloudformation")
+    };
+    if let Some(block) = block.and_then(Value::as_object_mut)
+        && block
+            .get("stackName")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        block.insert("stackName".into(), json!(name));
+    }
+    desired
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloudformation_stacks_are_named_after_install_and_entity_unless_named() {
+        let install: Install = serde_json::from_value(json!({
+            "apiVersion": "outpost.dev/v1alpha1", "kind": "Install",
+            "metadata": {"name": "acme", "namespace": "default"},
+            "spec": {"app": "shop", "cloud": {"provider": "aws", "accountId": "123456789012", "region": "us-east-1"}}
+        }))
+        .expect("a test Install");
+        let component = json!({"type": "cloudformation", "cloudformation": {"template": "t"}});
+        assert_eq!(
+            with_stack_name(component, &install, "queue", false)["cloudformation"]["stackName"],
+            "acme-queue"
+        );
+        let named = json!({"type": "cloudformation",
+            "cloudformation": {"template": "t", "stackName": "theirs"}});
+        assert_eq!(
+            with_stack_name(named, &install, "queue", false)["cloudformation"]["stackName"],
+            "theirs"
+        );
+        let sandbox = json!({"type": "cloudformation", "source": "https://s3/t"});
+        assert_eq!(
+            with_stack_name(sandbox, &install, "sandbox", true)["stackName"],
+            "acme-sandbox"
+        );
+        let terraform = json!({"type": "terraform_module", "terraform": {"source": "/m"}});
+        assert_eq!(
+            with_stack_name(terraform.clone(), &install, "db", false),
+            terraform
+        );
+    }
 }

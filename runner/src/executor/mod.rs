@@ -6,6 +6,7 @@
 //! after local policies saw the diff.
 
 pub mod child;
+pub mod cloudformation;
 pub mod helm;
 pub mod image;
 pub mod job;
