@@ -305,7 +305,7 @@ impl Customer {
         )
     }
 
-    /// An S3 call as the admin (path-style): `method` on `path` (`/BUCKET?versioning`)
+    /// An S3 call as the admin (path-style): `method` on `path` (`/BUCKET?versioning=`)
     /// with an XML `body`; the status and the answer.
     fn s3(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
         let admin = (self.admin_key.0.as_str(), self.admin_key.1.as_str(), None);
@@ -321,6 +321,9 @@ impl Customer {
         body: Option<&str>,
     ) -> (u16, String) {
         let mut curl = self.signed_curl("s3", (credentials.0, credentials.1));
+        // moto checks S3 signatures over a payload hash header, and subresources as
+        // `?name=` (what curl signs).
+        curl.args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]);
         if let Some(token) = credentials.2 {
             curl.args(["-H", &format!("x-amz-security-token: {token}")]);
         }
@@ -913,7 +916,7 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
              <Status>{status}</Status></VersioningConfiguration>"
         )
     };
-    let (code, answer) = customer.s3("GET", &format!("/{state_bucket}?versioning"), None);
+    let (code, answer) = customer.s3("GET", &format!("/{state_bucket}?versioning="), None);
     assert_eq!(code, 200, "{answer}");
     assert!(
         !answer.contains("<Status>Enabled</Status>"),
@@ -925,7 +928,7 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
     );
     let (code, answer) = customer.s3(
         "PUT",
-        &format!("/{state_bucket}?versioning"),
+        &format!("/{state_bucket}?versioning="),
         Some(&versioning("Enabled")),
     );
     assert_eq!(code, 200, "{answer}");
@@ -2055,7 +2058,7 @@ async fn a_runner_whose_state_dir_is_wiped_finds_terraform_state_in_the_bucket()
     // The bucket is versioned and holds the two state objects and nothing else: the
     // lock files terraform took are deleted (delete markers of `.tflock` keys remain).
     let customer = &flow.customer;
-    let (_, versioning) = customer.s3("GET", &format!("/{bucket}?versioning"), None);
+    let (_, versioning) = customer.s3("GET", &format!("/{bucket}?versioning="), None);
     assert!(
         versioning.contains("<Status>Enabled</Status>"),
         "{versioning}"
@@ -2071,7 +2074,7 @@ async fn a_runner_whose_state_dir_is_wiped_finds_terraform_state_in_the_bucket()
     for key in keys {
         assert!(current.contains(&key), "{key} in {listed}");
     }
-    let (_, versions) = customer.s3("GET", &format!("/{bucket}?versions"), None);
+    let (_, versions) = customer.s3("GET", &format!("/{bucket}?versions="), None);
     for key in keys {
         assert!(
             versions.contains(&format!("<Key>{key}.tflock</Key>")),
