@@ -367,16 +367,20 @@ fn moto_creates_the_stack_with_the_enabled_roles_only() {
     }
     assert!(!outputs.contains_key("RoleBreakGlassArn"), "{outputs:?}");
     assert!(outputs["RunnerInstanceId"].starts_with("i-"), "{outputs:?}");
+    // The terraform state bucket exists, named by CloudFormation.
+    let bucket = &outputs["StateBucketName"];
+    assert!(!bucket.is_empty(), "{outputs:?}");
     assert!(outputs["RunnerRoleArn"].starts_with(&format!("arn:aws:iam::{ACCOUNT}:role/")));
     // moto skips resource types it does not implement, and outputs that refer
-    // to them. Only Secrets Manager secrets and their resource policies may be
-    // skipped (moto 5 has no CloudFormation support for them); the unit tests and
-    // cfn-lint cover them.
+    // to them. Only Secrets Manager secrets and their resource policies, and the state
+    // bucket's policy, may be skipped (moto 5 has no CloudFormation support for them);
+    // the unit tests and cfn-lint cover them.
     let skipped = moto.skipped_types();
     assert!(
         skipped.iter().all(|t| [
             "AWS::SecretsManager::Secret",
-            "AWS::SecretsManager::ResourcePolicy"
+            "AWS::SecretsManager::ResourcePolicy",
+            "AWS::S3::BucketPolicy"
         ]
         .contains(&t.as_str())),
         "moto skipped {skipped:?}"

@@ -230,28 +230,73 @@ impl Customer {
     /// AWS): `path` with the JSON `body` (POST) or none (GET); the status and the
     /// answer.
     fn eks(&self, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let mut curl = Command::new("curl");
-        curl.args(["-sS", "-w", "\\n%{http_code}", "--aws-sigv4"])
-            .arg(format!("aws:amz:{REGION}:eks"))
-            .arg("--user")
-            .arg(format!("{}:{}", self.admin_key.0, self.admin_key.1))
-            .args(["-H", "content-type: application/json", "--data"]);
+        let mut curl = self.signed_curl(
+            "eks",
+            (self.admin_key.0.as_str(), self.admin_key.1.as_str()),
+        );
+        curl.args(["-H", "content-type: application/json", "--data"]);
         match body {
             Some(body) => curl.arg(body.to_string()),
             // moto takes a request with neither body nor query for one whose form is
             // its headers and fails its signature: GET with an empty JSON object.
             None => curl.args(["{}", "-X", "GET"]),
         };
+        let (status, answer) = self.answer(curl, path);
+        (
+            status,
+            serde_json::from_str(&answer).unwrap_or(Value::String(answer)),
+        )
+    }
+
+    /// An S3 call as the admin (path-style): `method` on `path` (`/BUCKET?versioning=`)
+    /// with an XML `body`; the status and the answer.
+    fn s3(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let admin = (self.admin_key.0.as_str(), self.admin_key.1.as_str(), None);
+        self.s3_as(admin, method, path, body)
+    }
+
+    /// [`Self::s3`] with the credentials `(key id, secret, session token)`.
+    fn s3_as(
+        &self,
+        credentials: (&str, &str, Option<&str>),
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> (u16, String) {
+        let mut curl = self.signed_curl("s3", (credentials.0, credentials.1));
+        // moto checks S3 signatures over a payload hash header, and subresources as
+        // `?name=` (what curl signs).
+        curl.args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]);
+        if let Some(token) = credentials.2 {
+            curl.args(["-H", &format!("x-amz-security-token: {token}")]);
+        }
+        curl.args(["-X", method]);
+        if let Some(body) = body {
+            curl.args(["-H", "content-type: application/xml", "--data", body]);
+        }
+        self.answer(curl, path)
+    }
+
+    /// `curl` signing with the access key `key` for `service` (`--aws-sigv4`),
+    /// printing the status after the answer.
+    fn signed_curl(&self, service: &str, key: (&str, &str)) -> Command {
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "-w", "\\n%{http_code}", "--aws-sigv4"])
+            .arg(format!("aws:amz:{REGION}:{service}"))
+            .arg("--user")
+            .arg(format!("{}:{}", key.0, key.1));
+        curl
+    }
+
+    /// Runs `curl` on the emulator's `path`: the status and the answer.
+    fn answer(&self, mut curl: Command, path: &str) -> (u16, String) {
         let output = curl
             .arg(format!("{}{path}", self.moto.endpoint()))
             .output()
             .expect("curl runs");
         let text = String::from_utf8(output.stdout).unwrap();
         let (answer, status) = text.rsplit_once('\n').expect("curl printed the status");
-        (
-            status.parse().expect("an HTTP status"),
-            serde_json::from_str(answer).unwrap_or(Value::String(answer.to_owned())),
-        )
+        (status.parse().expect("an HTTP status"), answer.to_owned())
     }
 
     /// Creates the install stack from `template` with the customer's parameters and
@@ -644,7 +689,11 @@ struct Flow {
     customer: Customer,
     cluster: ControlPlane,
     _controllers: Process,
-    _runner: Process,
+    runner: Process,
+    /// How the runner was started, to start it again.
+    launch: RunnerLaunch,
+    /// The runner role's name.
+    runner_role: String,
     plans: Api<Plan>,
     /// The install's uid: the roles are `<uid>-provision` and so on.
     uid: String,
@@ -655,6 +704,70 @@ struct Flow {
     state: PathBuf,
     _dir: tempfile::TempDir,
     _registries: (Registry, Registry, tempfile::TempDir),
+}
+
+/// What starts the install's runner as the VM's unit does: the user data's command line
+/// with CloudFormation's substitutions, plus the emulator's endpoint and the test's
+/// cluster, under the runner's instance role. Kept so a test can start it again.
+struct RunnerLaunch {
+    template: Value,
+    server_url: String,
+    ca: PathBuf,
+    token_secret: String,
+    state_bucket: String,
+    /// The audit anchor's SSM parameters (the stack's outputs).
+    key_parameter: String,
+    checkpoint_parameter: String,
+    moto_endpoint: String,
+    kubeconfig: PathBuf,
+    /// The instance role's access key id, secret and session token.
+    credentials: (String, String, String),
+    state: PathBuf,
+}
+
+impl RunnerLaunch {
+    fn spawn(&self) -> Child {
+        let mut command = user_data_command(
+            &self.template,
+            &[
+                ("outpost", outpost_binary().to_str().unwrap()),
+                ("${ServerUrl}", &self.server_url),
+                ("${RunnerTokenSecret}", &self.token_secret),
+                ("${StateBucket}", &self.state_bucket),
+                ("${RunnerPublicKeyParameter}", &self.key_parameter),
+                ("${AuditCheckpointParameter}", &self.checkpoint_parameter),
+                ("${AWS::StackName}", STACK),
+                ("${AWS::Region}", REGION),
+                ("/var/lib/outpost", self.state.to_str().unwrap()),
+            ],
+        );
+        command
+            .arg("--certificate-authority")
+            .arg(&self.ca)
+            .arg("--aws-endpoint")
+            .arg(&self.moto_endpoint)
+            // The emulator is on the host's loopback: job steps (in network namespaces
+            // of their own) reach it through the relay's gateway only when allowed to.
+            .arg("--sandbox-host-loopback")
+            .args(["--stack-refresh-seconds", "2"])
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--terraform")
+            .arg(on_path("terraform"))
+            .arg("--bwrap")
+            .arg(on_path("bwrap"))
+            .args(["--heartbeat-seconds", "1"])
+            .env_remove("OUTPOST_RUNNER_TOKEN")
+            .env("AWS_ACCESS_KEY_ID", &self.credentials.0)
+            .env("AWS_SECRET_ACCESS_KEY", &self.credentials.1)
+            .env("AWS_SESSION_TOKEN", &self.credentials.2)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("outpost runner starts")
+    }
 }
 
 fn outpost(args: &[&str], cp: &ControlPlane) -> String {
@@ -742,6 +855,31 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
 
     // The customer creates the stack.
     let outputs = customer.create_stack(&template, &token).await;
+    let state_bucket = outputs["StateBucketName"].clone();
+    // moto creates the bucket without its versioning (CloudFormation's
+    // `VersioningConfiguration`): the customer turns it on as the template says.
+    let versioning = |status: &str| {
+        format!(
+            "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+             <Status>{status}</Status></VersioningConfiguration>"
+        )
+    };
+    let (code, answer) = customer.s3("GET", &format!("/{state_bucket}?versioning="), None);
+    assert_eq!(code, 200, "{answer}");
+    assert!(
+        !answer.contains("<Status>Enabled</Status>"),
+        "moto turned versioning on; drop this workaround"
+    );
+    assert_eq!(
+        template_json["Resources"]["StateBucket"]["Properties"]["VersioningConfiguration"],
+        serde_json::json!({"Status": "Enabled"})
+    );
+    let (code, answer) = customer.s3(
+        "PUT",
+        &format!("/{state_bucket}?versioning="),
+        Some(&versioning("Enabled")),
+    );
+    assert_eq!(code, 200, "{answer}");
     let password = customer.create_secrets().await;
     let token_secret = customer.create_token_secret(&template_json, &token).await;
     let runner_role = outputs["RunnerRoleArn"].clone();
@@ -814,53 +952,24 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
 
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    // The command line of the user data's unit, with CloudFormation's substitutions,
-    // plus the emulator's endpoint and the test's cluster.
-    let mut command = user_data_command(
-        &template_json,
-        &[
-            ("outpost", outpost_binary().to_str().unwrap()),
-            ("${ServerUrl}", cp.clients_url()),
-            ("${RunnerTokenSecret}", &token_secret),
-            ("${AWS::StackName}", STACK),
-            ("${AWS::Region}", REGION),
-            (
-                "${RunnerPublicKeyParameter}",
-                &outputs["RunnerPublicKeyParameter"],
-            ),
-            (
-                "${AuditCheckpointParameter}",
-                &outputs["AuditCheckpointParameter"],
-            ),
-            ("/var/lib/outpost", state.to_str().unwrap()),
-        ],
-    );
-    let child = command
-        .arg("--certificate-authority")
-        .arg(&cp.tls.ca)
-        .arg("--aws-endpoint")
-        .arg(customer.moto.endpoint())
-        // The emulator is on the host's loopback: job steps (in network namespaces of
-        // their own) reach it through the relay's gateway only when allowed to.
-        .arg("--sandbox-host-loopback")
-        .args(["--stack-refresh-seconds", "2"])
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig(&cluster.admin_token))
-        .arg("--terraform")
-        .arg(on_path("terraform"))
-        .arg("--bwrap")
-        .arg(on_path("bwrap"))
-        .args(["--heartbeat-seconds", "1"])
-        .env_remove("OUTPOST_RUNNER_TOKEN")
-        .env("AWS_ACCESS_KEY_ID", credentials.access_key_id())
-        .env("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key())
-        .env("AWS_SESSION_TOKEN", credentials.session_token())
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("outpost runner starts");
+    let launch = RunnerLaunch {
+        template: template_json.clone(),
+        server_url: cp.clients_url().to_owned(),
+        ca: cp.tls.ca.clone(),
+        token_secret: token_secret.clone(),
+        state_bucket: state_bucket.clone(),
+        key_parameter: outputs["RunnerPublicKeyParameter"].clone(),
+        checkpoint_parameter: outputs["AuditCheckpointParameter"].clone(),
+        moto_endpoint: customer.moto.endpoint(),
+        kubeconfig: cluster.kubeconfig(&cluster.admin_token),
+        credentials: (
+            credentials.access_key_id().to_owned(),
+            credentials.secret_access_key().to_owned(),
+            credentials.session_token().to_owned(),
+        ),
+        state: state.clone(),
+    };
+    let child = launch.spawn();
     // What `ps` and the process's environment show: the secret's ARN, not the token.
     // The kernel fills them in while it loads the binary, possibly after spawn returned.
     let cmdline = eventually(10, "the runner's command line", async || {
@@ -923,7 +1032,9 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         customer,
         cluster,
         _controllers: controllers,
-        _runner: runner,
+        runner,
+        launch,
+        runner_role: runner_role.rsplit('/').next().unwrap().to_owned(),
         uid,
         password,
         role_trust,
@@ -1927,4 +2038,132 @@ async fn break_glass_runs_only_while_the_customer_enables_the_role() {
 
 async fn plan_uid(flow: &Flow, name: &str) -> String {
     flow.plans.get(name).await.unwrap().metadata.uid.unwrap()
+}
+
+/// Terraform state lives in the customer's bucket, not on the runner's disk: once the
+/// install is Active the bucket holds one versioned state object per terraform entity
+/// (whose lock files were taken and released), and the runner's own role cannot read
+/// them. The runner is killed, its state dir wiped and a new runner started from the
+/// same user data: the next Plan of every terraform entity (the `database` component,
+/// the sandbox) finds the state in the bucket and reports no changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_state_dir_is_wiped_finds_terraform_state_in_the_bucket() {
+    let mut flow = start(Backend::Embedded).await;
+    flow.install_reaches(InstallPhase::Active, 300).await;
+    let bucket = flow.launch.state_bucket.clone();
+    let keys = [
+        "sandbox/terraform.tfstate",
+        "components/database/terraform.tfstate",
+    ];
+
+    // The bucket is versioned and holds the two state objects and nothing else: the
+    // lock files terraform took are deleted (delete markers of `.tflock` keys remain).
+    let customer = &flow.customer;
+    let (_, versioning) = customer.s3("GET", &format!("/{bucket}?versioning="), None);
+    assert!(
+        versioning.contains("<Status>Enabled</Status>"),
+        "{versioning}"
+    );
+    let (code, listed) = customer.s3("GET", &format!("/{bucket}?list-type=2"), None);
+    assert_eq!(code, 200, "{listed}");
+    let current: Vec<&str> = listed
+        .split("<Key>")
+        .skip(1)
+        .map(|rest| &rest[..rest.find("</Key>").unwrap()])
+        .collect();
+    assert_eq!(current.len(), 2, "{listed}");
+    for key in keys {
+        assert!(current.contains(&key), "{key} in {listed}");
+    }
+    let (_, versions) = customer.s3("GET", &format!("/{bucket}?versions="), None);
+    for key in keys {
+        assert!(
+            versions.contains(&format!("<Key>{key}.tflock</Key>")),
+            "{key} was locked: {versions}"
+        );
+    }
+    let (code, state) = customer.s3("GET", &format!("/{bucket}/{}", keys[1]), None);
+    assert_eq!(code, 200, "{state}");
+    let state: Value = serde_json::from_str(&state).expect("the state object is JSON");
+    assert_eq!(
+        state["resources"][0]["type"], "terraform_data",
+        "the database's state: {state}"
+    );
+    // Nothing of it on the runner's disk.
+    let local = flow
+        .state
+        .join("work/component-database/module/terraform.tfstate");
+    assert!(!local.exists(), "{} exists", local.display());
+    // The runner's own credentials (its instance role) cannot read the state: only the
+    // install's lifecycle roles may (the emulator enforces the roles' identity policies;
+    // the bucket policy denying every other principal is checked on the template).
+    let (key, secret, token) = &flow.launch.credentials;
+    let (code, answer) = customer.s3_as(
+        (key.as_str(), secret.as_str(), Some(token.as_str())),
+        "GET",
+        &format!("/{bucket}/{}", keys[1]),
+        None,
+    );
+    assert_eq!(code, 403, "the runner role read the state: {answer}");
+
+    // The VM is lost: the runner is killed and its state dir wiped. A new one boots from
+    // the same user data (it reads its token again, as a new VM's runner would).
+    flow.runner.kill();
+    std::fs::remove_dir_all(&flow.state).expect("the state dir is wiped");
+    flow.customer
+        .resource_star(
+            &flow.runner_role,
+            &[
+                "cloudformation:DescribeStacks",
+                "secretsmanager:GetSecretValue",
+            ],
+        )
+        .await;
+    flow.runner = Process::new(flow.launch.spawn());
+
+    // The next Plan of the database component and of the sandbox: no changes.
+    let printed = outpost(&["deploy", "database", "--install", INSTALL], &flow.cp);
+    let deploy = printed
+        .trim()
+        .strip_prefix("plan/")
+        .unwrap_or_else(|| panic!("outpost deploy prints the Plan: {printed}"))
+        .to_owned();
+    let provision = flow
+        .all_plans()
+        .await
+        .into_iter()
+        .find(|p| p.spec.entity.kind == outpost_api::EntityKind::Sandbox)
+        .expect("the sandbox was provisioned");
+    let mut spec = provision.spec.clone();
+    spec.operation = Operation::Reprovision;
+    spec.reason = Some("manual: after the runner's state dir was wiped".into());
+    let reprovision = format!("{INSTALL}-reprovision-wiped");
+    let plan: Plan = serde_json::from_value(serde_json::json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": reprovision, "labels": {"outpost.dev/install": INSTALL}},
+        "spec": spec,
+    }))
+    .unwrap();
+    flow.plans
+        .create(&Default::default(), &plan)
+        .await
+        .expect("the reprovision Plan is created");
+    for name in [&deploy, &reprovision] {
+        let plan = flow.finished(name).await;
+        let status = plan.status.clone().unwrap_or_default();
+        assert_eq!(
+            phase(&plan),
+            Some(PlanPhase::Succeeded),
+            "{name}: {status:?}"
+        );
+        assert_eq!(
+            status.reason.as_deref(),
+            Some("NoChanges"),
+            "{name} found the state: {status:?}"
+        );
+        assert_eq!(status.claimed_by.as_deref(), Some(INSTALL));
+    }
+    // Still the bucket's state, not a new one on the new runner's disk.
+    assert!(!local.exists(), "{} exists", local.display());
 }

@@ -99,7 +99,13 @@ impl Executors {
             "terraform_module",
             Arc::new(
                 crate::executor::terraform::TerraformExecutor::new(args.terraform.clone())
-                    .with_module_roots(args.module_roots.clone()),
+                    .with_module_roots(args.module_roots.clone())
+                    .with_state_backend(args.state_bucket.clone().map(|bucket| {
+                        crate::executor::terraform::StateBackend {
+                            bucket,
+                            endpoint: args.aws_endpoint.clone(),
+                        }
+                    })),
             ),
         );
         executors.insert(

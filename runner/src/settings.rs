@@ -90,6 +90,13 @@ pub struct RunnerArgs {
     /// (on the VM: the instance role).
     #[arg(long)]
     pub stack: Option<String>,
+    /// The install stack's terraform state bucket (its `StateBucketName`). With it, every
+    /// `terraform_module` entity keeps its state there, as `components/NAME/terraform.tfstate`
+    /// or `sandbox/terraform.tfstate`, read and written under the Plan's role and locked
+    /// with S3 lock files; a runner whose state dir is lost finds its state again. Without
+    /// it, state stays in the state dir's work dirs. Needs `--stack` (the roles).
+    #[arg(long, value_name = "BUCKET", requires = "stack")]
+    pub state_bucket: Option<String>,
     /// AWS region of the stack; the default chain's region when omitted.
     #[arg(long)]
     pub aws_region: Option<String>,

@@ -2,7 +2,9 @@
 //! the built-in `terraform_data` resource (no provider download).
 
 use outpost_api::{Operation, PolicyInput};
-use outpost_runner::executor::terraform::{REDACTED, TerraformExecutor};
+use outpost_runner::executor::terraform::{
+    BACKEND_FILE, REDACTED, StateBackend, TerraformExecutor,
+};
 use outpost_runner::executor::{Diff, Executor, StepContext};
 use outpost_runner::local_policy;
 use serde_json::{Value, json};
@@ -501,4 +503,72 @@ async fn escaping_file_names_and_sources_outside_the_roots_fail_before_anything_
     );
     let err = format!("{:#}", executor().plan(&ctx).await.unwrap_err());
     assert!(err.contains("has no --module-root"), "{err}");
+}
+
+/// An executor keeping state in bucket `outpost-acme-state` at an endpoint nothing
+/// listens on: these cases are refused before terraform would reach it.
+fn with_bucket() -> TerraformExecutor {
+    executor().with_state_backend(Some(StateBackend {
+        bucket: "outpost-acme-state".into(),
+        endpoint: Some("http://127.0.0.1:1".into()),
+    }))
+}
+
+#[tokio::test]
+async fn a_state_bucket_is_never_bypassed_local_state_second_backends_and_its_file_are_refused() {
+    // Local state from before the runner had a bucket: refused, naming the file, the
+    // bucket and the key, and left as it was.
+    let work = tempfile::tempdir().unwrap();
+    let desired = component(
+        &[("main.tf", DATABASE)],
+        &[("size", "small"), ("engine", "pg")],
+    );
+    let ctx = context(work.path(), "local", Operation::Deploy, desired.clone());
+    let diff = executor().plan(&ctx).await.unwrap();
+    executor().apply(&ctx, &diff).await.unwrap();
+    let local = work.path().join("module/terraform.tfstate");
+    let before = std::fs::read(&local).unwrap();
+    let ctx = context(work.path(), "bucket", Operation::Deploy, desired);
+    let err = format!("{:#}", with_bucket().plan(&ctx).await.unwrap_err());
+    assert!(
+        err.contains(&format!(
+            "{} holds local terraform state, but this runner keeps state in bucket \
+             outpost-acme-state (key components/database/terraform.tfstate)",
+            local.display()
+        )) && err.contains("terraform init -migrate-state"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&local).unwrap(), before);
+    assert!(!work.path().join("plans/bucket.tfplan").exists());
+
+    // A module declaring a backend of its own (the vendor's bucket, say) cannot take the
+    // state elsewhere: terraform refuses the second backend before reaching any.
+    let work = tempfile::tempdir().unwrap();
+    let elsewhere = component(
+        &[
+            ("main.tf", DATABASE),
+            ("backend.tf", "terraform {\n  backend \"local\" {}\n}\n"),
+        ],
+        &[("size", "small"), ("engine", "pg")],
+    );
+    let mut ctx = context(work.path(), "elsewhere", Operation::Deploy, elsewhere);
+    // What the Plan's role brings (terraform's S3 backend needs a region).
+    ctx.env.insert("AWS_REGION".into(), "us-east-2".into());
+    let err = format!("{:#}", with_bucket().plan(&ctx).await.unwrap_err());
+    assert!(err.contains("Duplicate backend configuration"), "{err}");
+    assert!(!work.path().join("module/terraform.tfstate").exists());
+
+    // Nor overwrite the runner's backend file.
+    let work = tempfile::tempdir().unwrap();
+    let forged = component(
+        &[("main.tf", DATABASE), (BACKEND_FILE, "{}")],
+        &[("size", "small"), ("engine", "pg")],
+    );
+    let ctx = context(work.path(), "forged", Operation::Deploy, forged);
+    let err = format!("{:#}", with_bucket().plan(&ctx).await.unwrap_err());
+    assert!(
+        err.contains("inline file \"outpost_backend.tf.json\" refused: the runner writes it"),
+        "{err}"
+    );
+    assert!(!work.path().join("module").exists());
 }

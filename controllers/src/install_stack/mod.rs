@@ -8,6 +8,7 @@ mod runner;
 mod runner_token;
 mod secrets;
 mod stack_template;
+mod state_bucket;
 
 pub use render::{
     RenderRoleName, StackError, StackOptions, render_install_stack, role_external_id,

@@ -1,7 +1,7 @@
 //! [`render_install_stack`]: an App and an Install to an `InstallStackSpec`.
 
 use super::stack_template::StackTemplate;
-use super::{roles, runner, secrets};
+use super::{roles, runner, secrets, state_bucket};
 use outpost_api::{App, Install, InstallStackSpec, content_hash};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -179,9 +179,14 @@ pub fn render_install_stack(
     let settings = app.spec.runner.clone().unwrap_or_default();
     runner::add_parameters(&mut stack, &server_urls, &settings)?;
     let secret_refs: Vec<String> = app.spec.secrets.iter().map(secrets::secret_id).collect();
-    let role_names =
-        roles::add_roles(&mut stack, &context, app.spec.roles(), &secret_refs, render)?;
+    // Every role keeps terraform state in the bucket and reads the install's secrets
+    // (secrets last: the order a role's policies are listed in).
+    let shared: Vec<serde_json::Value> = std::iter::once(state_bucket::role_policy())
+        .chain(secrets::role_policy(&secret_refs))
+        .collect();
+    let role_names = roles::add_roles(&mut stack, &context, app.spec.roles(), &shared, render)?;
     let secret_ids = secrets::add_secrets(&mut stack, &context, &app.spec.secrets)?;
+    state_bucket::add_state_bucket(&mut stack, &context, &role_names)?;
     runner::add_runner(&mut stack, &context, &role_names, &secret_ids)?;
 
     let cloud = &install.spec.cloud;

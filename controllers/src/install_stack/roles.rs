@@ -12,17 +12,15 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 const GROUP: &str = "Roles the vendor's runner may assume";
-/// The inline policy that lets a role read the install's secrets.
-const SECRETS_POLICY: &str = "outpost-install-secrets";
 
-/// Adds every role of `roles`; returns their rendered names in order. `secret_ids`
-/// are the logical ids of the install's secrets, which every role may read: the
-/// runner reads a Plan's secrets under the Plan's role, whose executor gets them anyway.
+/// Adds every role of `roles`; returns their rendered names in order. Every role gets
+/// the inline policies `shared` after its own: the runner reads a Plan's secrets and
+/// keeps its terraform state under the Plan's role, whichever role that is.
 pub(super) fn add_roles(
     stack: &mut StackTemplate,
     context: &StackContext<'_>,
     roles: &[RoleSpec],
-    secret_ids: &[String],
+    shared: &[Value],
     render: RenderRoleName<'_>,
 ) -> Result<Vec<String>, StackError> {
     let mut rendered_names = Vec::with_capacity(roles.len());
@@ -36,7 +34,7 @@ pub(super) fn add_roles(
                 second: role.name.clone(),
             });
         }
-        add_role(stack, context, role, &rendered, secret_ids)?;
+        add_role(stack, context, role, &rendered, shared)?;
         rendered_names.push(rendered);
     }
     Ok(rendered_names)
@@ -77,7 +75,7 @@ fn add_role(
     context: &StackContext<'_>,
     role: &RoleSpec,
     rendered: &str,
-    secret_ids: &[String],
+    shared: &[Value],
 ) -> Result<(), StackError> {
     // `validate_role_name` accepted the rendered name, so the template parses.
     let literal = with_placeholder(&role.name, "-").unwrap_or_default();
@@ -134,20 +132,7 @@ fn add_role(
         .iter()
         .map(|p| json!({"PolicyName": p.name, "PolicyDocument": p.document}))
         .collect();
-    if !secret_ids.is_empty() {
-        let arns: Vec<Value> = secret_ids.iter().map(|id| json!({"Ref": id})).collect();
-        policies.push(json!({
-            "PolicyName": SECRETS_POLICY,
-            "PolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [{
-                    "Effect": "Allow",
-                    "Action": "secretsmanager:GetSecretValue",
-                    "Resource": arns,
-                }],
-            },
-        }));
-    }
+    policies.extend(shared.iter().cloned());
     if !policies.is_empty() {
         properties.insert("Policies".into(), Value::Array(policies));
     }

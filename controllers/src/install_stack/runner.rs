@@ -259,9 +259,10 @@ pub(super) fn add_runner(
 
 /// The UserData script, for `Fn::Sub`: installs and starts `outpost runner`
 /// as a systemd service. `${ServerUrl}`, `${RunnerTokenSecret}` (the token's secret's
-/// ARN), `${RunnerPublicKeyParameter}` and `${AuditCheckpointParameter}` (the audit
-/// anchor's SSM parameter names), `${AWS::StackName}` and `${AWS::Region}` are
-/// substituted by CloudFormation;
+/// ARN), `${StateBucket}` (the terraform state bucket's name),
+/// `${RunnerPublicKeyParameter}` and `${AuditCheckpointParameter}` (the audit anchor's SSM
+/// parameter names), `${AWS::StackName}` and `${AWS::Region}` are substituted by
+/// CloudFormation;
 /// `ServerUrl`'s `AllowedPattern` keeps it free of characters the shell or systemd would
 /// interpret, and the others are ARNs and names of such characters. The token itself is
 /// not in the script, the unit or the command line: the runner reads it from the secret
@@ -269,11 +270,13 @@ pub(super) fn add_runner(
 fn user_data(context: &StackContext<'_>) -> String {
     let command = format!(
         "outpost runner --server ${{ServerUrl}} --token-secret ${{{}}} --install {} \
-         --state-dir {RUNNER_STATE_DIR} --stack ${{AWS::StackName}} --aws-region ${{AWS::Region}} \
+         --state-dir {RUNNER_STATE_DIR} --state-bucket ${{{}}} --stack ${{AWS::StackName}} \
+         --aws-region ${{AWS::Region}} \
          --publish-key-parameter ${{{KEY_PARAMETER}}} \
          --publish-checkpoint-parameter ${{{CHECKPOINT_PARAMETER}}}",
         runner_token::TOKEN_SECRET,
-        context.install_ref()
+        context.install_ref(),
+        super::state_bucket::STATE_BUCKET,
     );
     [
         "#!/bin/bash".to_owned(),

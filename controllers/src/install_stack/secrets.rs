@@ -5,13 +5,35 @@ use super::logical_id::pascal_case;
 use super::render::{StackContext, StackError};
 use super::stack_template::StackTemplate;
 use outpost_api::SecretSpec;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const GROUP: &str = "Secrets";
+/// The inline policy that lets a role read the install's secrets.
+const SECRETS_POLICY: &str = "outpost-install-secrets";
 
 /// The logical id of `secret`'s resource: `Secret<PascalCaseName>`.
 pub(super) fn secret_id(secret: &SecretSpec) -> String {
     format!("Secret{}", pascal_case(&secret.name))
+}
+
+/// The inline policy that lets a role read the secrets of `secret_ids` (logical ids);
+/// none when there are none.
+pub(super) fn role_policy(secret_ids: &[String]) -> Option<Value> {
+    if secret_ids.is_empty() {
+        return None;
+    }
+    let arns: Vec<Value> = secret_ids.iter().map(|id| json!({"Ref": id})).collect();
+    Some(json!({
+        "PolicyName": SECRETS_POLICY,
+        "PolicyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": arns,
+            }],
+        },
+    }))
 }
 
 /// Adds every secret of `secrets`; returns their resources' logical ids.

@@ -269,6 +269,8 @@ fn flipping_a_switch_changes_which_roles_are_created() {
                 "RunnerTokenSecretPolicy",
                 "SecretApiKey",
                 "SecretDbPassword",
+                "StateBucket",
+                "StateBucketPolicy",
             ]
             .map(String::from)
         )
@@ -490,7 +492,8 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
         script.contains(
             "ExecStart=/usr/bin/env outpost runner --server ${ServerUrl} \
              --token-secret ${RunnerTokenSecret} --install shop/acme \
-             --state-dir /var/lib/outpost --stack ${AWS::StackName} --aws-region ${AWS::Region} \
+             --state-dir /var/lib/outpost --state-bucket ${StateBucket} \
+             --stack ${AWS::StackName} --aws-region ${AWS::Region} \
              --publish-key-parameter ${RunnerPublicKeyParameter} \
              --publish-checkpoint-parameter ${AuditCheckpointParameter}\n"
         ),
@@ -511,7 +514,8 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
             "AuditCheckpointParameter",
             "RunnerPublicKeyParameter",
             "RunnerTokenSecret",
-            "ServerUrl"
+            "ServerUrl",
+            "StateBucket"
         ])
     );
     assert_eq!(
@@ -879,4 +883,105 @@ fn several_server_urls_reach_the_runner_comma_separated() {
     );
     // A new version: the customer's stack must be updated to reach the replicas.
     assert_ne!(stack.version, render(&example_app()).unwrap().version);
+}
+
+#[test]
+fn the_state_bucket_is_versioned_encrypted_and_only_the_roles_touch_its_objects() {
+    let template = example_stack();
+    let bucket = &template["Resources"]["StateBucket"];
+    assert_eq!(bucket["Type"], "AWS::S3::Bucket");
+    // It outlives the stack: it is the only record of what terraform made.
+    assert_eq!(bucket["DeletionPolicy"], "Retain");
+    assert_eq!(bucket["UpdateReplacePolicy"], "Retain");
+    let properties = &bucket["Properties"];
+    assert_eq!(properties["VersioningConfiguration"]["Status"], "Enabled");
+    assert_eq!(
+        properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+            ["SSEAlgorithm"],
+        "AES256"
+    );
+    for block in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(
+            properties["PublicAccessBlockConfiguration"][block], true,
+            "{block}"
+        );
+    }
+    assert!(
+        properties.get("BucketName").is_none(),
+        "CloudFormation names it"
+    );
+
+    // Every principal but the install's declared roles is denied the objects (the
+    // runner's instance role too: it never reads state itself); nothing over plain HTTP.
+    let policy = &template["Resources"]["StateBucketPolicy"]["Properties"];
+    assert_eq!(policy["Bucket"], json!({"Ref": "StateBucket"}));
+    let statements = policy["PolicyDocument"]["Statement"].as_array().unwrap();
+    let roles = &statements[0];
+    assert_eq!(roles["Effect"], "Deny");
+    assert_eq!(roles["Principal"], "*");
+    assert_eq!(
+        roles["Resource"],
+        json!({"Fn::Sub": "${StateBucket.Arn}/*"})
+    );
+    for action in ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"] {
+        assert!(
+            roles["Action"].as_array().unwrap().contains(&json!(action)),
+            "{action}"
+        );
+    }
+    let allowed: Vec<&str> = roles["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|arn| arn["Fn::Sub"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        allowed,
+        [
+            "acme-provision",
+            "acme-maintenance",
+            "acme-deprovision",
+            "acme-break-glass",
+            "acme-eks-upgrade-role"
+        ]
+        .map(|role| format!("arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:role/{role}"))
+    );
+    assert!(!roles.to_string().contains("RunnerInstanceRole"));
+    assert_eq!(statements[1]["Sid"], "OnlyTls");
+    assert_eq!(
+        statements[1]["Condition"],
+        json!({"Bool": {"aws:SecureTransport": "false"}})
+    );
+
+    // Each role may use the bucket (terraform's S3 backend and its lock files); the
+    // runner's own role may not.
+    for role in ["RoleProvision", "RoleMaintenance", "RoleBreakGlass"] {
+        let policies = template["Resources"][role]["Properties"]["Policies"]
+            .as_array()
+            .unwrap();
+        let state = policies
+            .iter()
+            .find(|p| p["PolicyName"] == "outpost-terraform-state")
+            .unwrap_or_else(|| panic!("{role} may use the state bucket"));
+        assert_eq!(
+            state["PolicyDocument"]["Statement"][1]["Resource"],
+            json!({"Fn::Sub": "${StateBucket.Arn}/*"})
+        );
+    }
+    assert_eq!(
+        references(&template, "StateBucket")
+            .iter()
+            .filter(|path| path.contains("RunnerInstanceRole"))
+            .count(),
+        0
+    );
+    assert_eq!(
+        template["Outputs"]["StateBucketName"]["Value"],
+        json!({"Ref": "StateBucket"})
+    );
 }

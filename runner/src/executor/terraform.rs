@@ -29,6 +29,7 @@
 
 pub mod module_paths;
 mod plan_json;
+mod state_backend;
 mod workspace;
 
 use super::child::{self, ChildError, Finished, OUTPUT_LIMIT};
@@ -44,6 +45,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 pub use plan_json::REDACTED;
+pub use state_backend::{BACKEND_FILE, StateBackend};
 
 /// What went wrong driving terraform.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +122,28 @@ pub enum TerraformError {
         #[source]
         source: serde_json::Error,
     },
+    /// The state is in the bucket, but the module is not in the work dir (a new runner):
+    /// nothing to observe until a Plan lays it out.
+    #[error(
+        "{0} is empty: no Plan of this entity ran on this runner yet, so there is no module to observe"
+    )]
+    NotLaidOut(String),
+    /// The module directory holds local state while the runner keeps state in the
+    /// install's bucket.
+    #[error(
+        "{path} holds local terraform state, but this runner keeps state in bucket {bucket} \
+         (key {key}): move it there first (`terraform init -migrate-state` in that \
+         directory, whose {BACKEND_FILE} names the bucket, with a lifecycle role's \
+         credentials), or remove it if the bucket already holds this state"
+    )]
+    LocalState {
+        /// The local state file.
+        path: String,
+        /// The state bucket.
+        bucket: String,
+        /// The entity's object in it.
+        key: String,
+    },
     /// The saved plan is missing or no longer says what the Diff said.
     #[error("saved plan for Plan {plan}: {reason}")]
     SavedPlan {
@@ -157,6 +181,7 @@ const LOCK_TIMEOUT: &str = "-lock-timeout=300s";
 pub struct TerraformExecutor {
     binary: PathBuf,
     module_roots: Vec<PathBuf>,
+    state: Option<StateBackend>,
 }
 
 impl Default for TerraformExecutor {
@@ -173,6 +198,7 @@ impl TerraformExecutor {
         Self {
             binary: binary.into(),
             module_roots: Vec::new(),
+            state: None,
         }
     }
 
@@ -183,6 +209,40 @@ impl TerraformExecutor {
             module_roots: roots,
             ..self
         }
+    }
+
+    /// The same, keeping each entity's state in the install's S3 bucket (the runner's
+    /// `--state-bucket`) instead of its work dir. See [`StateBackend`].
+    pub fn with_state_backend(self, state: Option<StateBackend>) -> Self {
+        Self { state, ..self }
+    }
+
+    /// Whether the entity may have state: always with a bucket (the bucket knows; a new
+    /// runner's empty work dir does not), else when its work dir holds a state file.
+    fn may_have_state(&self, dir: &Path) -> bool {
+        self.state.is_some() || dir.join("terraform.tfstate").exists()
+    }
+
+    /// `terraform init` in `dir`, with the state backend configured first.
+    async fn init(
+        &self,
+        ctx: &StepContext,
+        dir: &Path,
+        deadline: Instant,
+    ) -> Result<(), TerraformError> {
+        if let Some(state) = &self.state {
+            let key = StateBackend::key(ctx.operation, &ctx.entity);
+            state.configure(dir, &key).await?;
+        }
+        self.checked(
+            ctx,
+            dir,
+            &["init", "-input=false", "-no-color"],
+            deadline,
+            &[0],
+        )
+        .await?;
+        Ok(())
     }
 
     /// Whether the Plan removes what the module manages.
@@ -272,7 +332,7 @@ impl TerraformExecutor {
         let dir = workspace::module_dir(&ctx.work_dir);
         let destroy = Self::destroys(ctx.operation);
         if destroy {
-            if !dir.join("terraform.tfstate").exists() {
+            if !self.may_have_state(&dir) {
                 return Ok(nothing_deployed());
             }
         } else {
@@ -293,14 +353,7 @@ impl TerraformExecutor {
                 source,
             })?;
         let plan_path = plan_file.to_string_lossy();
-        self.checked(
-            ctx,
-            &dir,
-            &["init", "-input=false", "-no-color"],
-            deadline,
-            &[0],
-        )
-        .await?;
+        self.init(ctx, &dir, deadline).await?;
         let out = format!("-out={plan_path}");
         let mut args = vec![
             "plan",
@@ -434,7 +487,12 @@ impl TerraformExecutor {
     async fn observe_step(&self, ctx: &StepContext) -> Result<Value, TerraformError> {
         let deadline = Instant::now() + ctx.timeout;
         let dir = workspace::module_dir(&ctx.work_dir);
-        if !dir.join("terraform.tfstate").exists() {
+        if self.state.is_some() && !dir.join(".terraform").exists() {
+            // The bucket has the state, but this work dir not the module: a Plan lays it
+            // out. Reporting nothing deployed would be a false drift.
+            return Err(TerraformError::NotLaidOut(dir.display().to_string()));
+        }
+        if !self.may_have_state(&dir) {
             return Ok(plan_json::normalised_state(&Value::Null));
         }
         let plan_file = workspace::plan_file(&ctx.work_dir, "observe");

@@ -44,6 +44,11 @@ pub fn file_name(name: &str) -> Result<PathBuf, TerraformError> {
             _ => return Err(refuse("it has an invalid path component")),
         }
     }
+    if path == Path::new(super::BACKEND_FILE) {
+        return Err(refuse(
+            "the runner writes it: the state backend in the install's bucket",
+        ));
+    }
     let first = path.components().next().map(|c| c.as_os_str());
     if KEPT
         .iter()

@@ -5,7 +5,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `module/` | the module's files, `outpost.auto.tfvars.json`, and what terraform keeps: `.terraform/`, `.terraform.lock.hcl`, `terraform.tfstate` (local state, kept across Plans) |
+//! | `module/` | the module's files, `outpost.auto.tfvars.json`, with a state bucket `outpost_backend.tf.json` ([`super::StateBackend`]), and what terraform keeps: `.terraform/`, `.terraform.lock.hcl`, `terraform.tfstate` (local state, kept across Plans; none with a state bucket) |
 //! | `plans/<plan>.tfplan` | the saved plan of one Plan, applied by `apply`, removed after |
 
 use super::TerraformError;
