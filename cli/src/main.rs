@@ -77,7 +77,7 @@ enum Command {
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// Run the runner of one install (what the install stack boots on the customer's VM).
-    Runner(outpost_runner::RunnerArgs),
+    Runner(Box<outpost_runner::RunnerArgs>),
     /// Check an install's signed audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -157,7 +157,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         Command::Token(args) => token::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(command) => bench::run(command).await.map(|()| ExitCode::SUCCESS),
         Command::Policy(command) => Ok(policy::run(command)),
-        Command::Runner(args) => runner::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Runner(args) => runner::run(*args).await.map(|()| ExitCode::SUCCESS),
         Command::Audit(command) => audit::run(command).await,
         Command::Status(args) => status::run(args)
             .await

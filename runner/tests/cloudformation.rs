@@ -3,7 +3,7 @@
 
 use aws_sdk_cloudformation::Client;
 use outpost_api::{ChangeAction, Operation, PolicyInput};
-use outpost_e2e::moto::Moto;
+use outpost_e2e::Moto;
 use outpost_runner::executor::cloudformation::CloudFormationExecutor;
 use outpost_runner::executor::{Diff, Executor, Moved, StepContext};
 use outpost_runner::plan_diff::plan_diff;
@@ -140,7 +140,7 @@ fn changes(diff: &Diff) -> BTreeMap<String, ChangeAction> {
 
 #[tokio::test]
 async fn a_stack_is_created_updated_and_deleted_through_change_sets() {
-    let moto = Moto::start(&[]);
+    let moto = Moto::start();
     let cfn = customer(&moto);
     let executor = CloudFormationExecutor::new();
     let work = tempfile::tempdir().unwrap();
@@ -317,7 +317,7 @@ fn parameter(key: &str, value: &str) -> aws_sdk_cloudformation::types::Parameter
 
 #[tokio::test]
 async fn without_the_plans_role_nothing_is_created() {
-    let moto = Moto::start(&[]);
+    let moto = Moto::start();
     let work = tempfile::tempdir().unwrap();
     let mut ctx = context(
         work.path(),
