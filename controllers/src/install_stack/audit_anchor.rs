@@ -56,8 +56,10 @@ pub(super) fn add_parameters(
                     "Name": name,
                     "Type": "String",
                     "Value": UNPUBLISHED,
+                    // No `Tags`: CloudFormation gives them as a map, which moto (5.2.5)
+                    // reads as a list and fails the whole stack on; the parameter's
+                    // path names the install.
                     "Description": description,
-                    "Tags": {"outpost.dev/install": install},
                 },
             }),
         )?;
