@@ -295,6 +295,32 @@ impl Account {
     }
 }
 
+/// The SDK configuration an executor builds from its step's environment, the inverse of
+/// [`Account::environment`]: the Plan role's credentials, `region` (else `AWS_REGION`) and
+/// `AWS_ENDPOINT_URL`. `None` when the environment holds no role credentials or no
+/// region: the Plan resolved no AWS role, and nothing falls back to the runner's own.
+pub fn plan_role_config(env: &BTreeMap<String, String>, region: Option<&str>) -> Option<SdkConfig> {
+    use aws_sdk_sts::config::{Credentials, SharedCredentialsProvider};
+    let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
+    let region = region.map(str::to_owned).or_else(|| var("AWS_REGION"))?;
+    let credentials = Credentials::new(
+        var("AWS_ACCESS_KEY_ID")?,
+        var("AWS_SECRET_ACCESS_KEY")?,
+        var("AWS_SESSION_TOKEN"),
+        None,
+        "outpost-plan-role",
+    );
+    let mut config = SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region))
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
+        .http_client(http_client());
+    if let Some(endpoint) = var("AWS_ENDPOINT_URL") {
+        config = config.endpoint_url(endpoint);
+    }
+    Some(config.build())
+}
+
 /// The HTTP client every AWS SDK client of the runner uses: hyper with rustls on
 /// *ring* (the crypto provider the rest of the runner uses).
 pub fn http_client() -> aws_sdk_sts::config::SharedHttpClient {

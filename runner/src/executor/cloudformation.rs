@@ -118,31 +118,9 @@ impl CloudFormationExecutor {
 
     /// A client with the step's credentials, region and endpoint.
     fn client(ctx: &StepContext) -> Result<Client, CloudFormationError> {
-        use aws_sdk_cloudformation::config::{BehaviorVersion, Credentials, Region};
-        let var = |name: &str| ctx.env.get(name).filter(|v| !v.is_empty()).cloned();
-        let (Some(key), Some(secret), Some(region)) = (
-            var("AWS_ACCESS_KEY_ID"),
-            var("AWS_SECRET_ACCESS_KEY"),
-            var("AWS_REGION"),
-        ) else {
-            return Err(CloudFormationError::NoCredentials);
-        };
-        let credentials = Credentials::new(
-            key,
-            secret,
-            var("AWS_SESSION_TOKEN"),
-            None,
-            "outpost-plan-role",
-        );
-        let mut config = aws_sdk_cloudformation::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(region))
-            .credentials_provider(credentials)
-            .http_client(crate::aws::http_client());
-        if let Some(endpoint) = var("AWS_ENDPOINT_URL") {
-            config = config.endpoint_url(endpoint);
-        }
-        Ok(Client::from_conf(config.build()))
+        crate::aws::plan_role_config(&ctx.env, None)
+            .map(|config| Client::new(&config))
+            .ok_or(CloudFormationError::NoCredentials)
     }
 
     async fn plan_step(&self, ctx: &StepContext) -> Result<Diff, CloudFormationError> {

@@ -156,33 +156,16 @@ pub async fn ecr_token(
     registry: &str,
     env: &BTreeMap<String, String>,
 ) -> anyhow::Result<RegistryAuth> {
-    use aws_sdk_sts::config::{Credentials, SharedCredentialsProvider};
     let ecr = EcrRegistry::parse(registry).with_context(|| {
         format!("{registry} is not an ECR registry (ACCOUNT.dkr.ecr.REGION.amazonaws.com)")
     })?;
-    let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
-    let (Some(key), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) else {
+    let Some(config) = crate::aws::plan_role_config(env, Some(&ecr.region)) else {
         bail!(
             "the Plan has no AWS role credentials: an ECR token for {registry} is asked for \
              under the Plan's role"
         );
     };
-    let credentials = Credentials::new(
-        key,
-        secret,
-        var("AWS_SESSION_TOKEN"),
-        None,
-        "outpost-plan-role",
-    );
-    let mut config = aws_config::SdkConfig::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(ecr.region.clone()))
-        .credentials_provider(SharedCredentialsProvider::new(credentials))
-        .http_client(crate::aws::http_client());
-    if let Some(endpoint) = var("AWS_ENDPOINT_URL") {
-        config = config.endpoint_url(endpoint);
-    }
-    let client = aws_sdk_ecr::Client::new(&config.build());
+    let client = aws_sdk_ecr::Client::new(&config);
     // A token serves every registry of the region the role may reach; ECR deprecated
     // naming registries in the request, but naming this one makes the answer's
     // `proxyEndpoint` name it, which is checked below.
