@@ -72,9 +72,7 @@ fn install_policy(state: &ServerState, namespace: Option<&str>, install: &str) -
         approval_mode: Option<outpost_api::ApprovalMode>,
     }
     let mode = state
-        .config
-        .registry
-        .get(outpost_api::GROUP, outpost_api::VERSION, "installs")
+        .outpost_type("installs")
         .and_then(|rt| state.cache(&rt).ok())
         .and_then(|cache| cache.get(namespace, install))
         .and_then(|cached| serde_json::from_slice::<Stored>(cached.json()).ok())

@@ -98,6 +98,14 @@ pub(crate) struct ServerState {
 }
 
 impl ServerState {
+    /// The served type of an Outpost kind by plural (`apps`, `installs`, ...); `None`
+    /// when this server does not serve it.
+    pub fn outpost_type(&self, plural: &str) -> Option<Arc<ResourceType>> {
+        self.config
+            .registry
+            .get(outpost_api::GROUP, outpost_api::VERSION, plural)
+    }
+
     pub fn cache(&self, rt: &ResourceType) -> Result<&Arc<WatchCache>, ApiError> {
         self.caches
             .get(&(rt.group.clone(), rt.version.clone(), rt.plural.clone()))

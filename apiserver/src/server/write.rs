@@ -121,12 +121,7 @@ async fn admit_references(
     let Some(reference) = admission::component_reference(&call.rt.kind, object, old) else {
         return Ok(());
     };
-    let Some(components) =
-        call.state
-            .config
-            .registry
-            .get(outpost_api::GROUP, outpost_api::VERSION, "components")
-    else {
+    let Some(components) = call.state.outpost_type("components") else {
         return Ok(()); // not served here: nothing to check against
     };
     let (items, _) = call
@@ -156,12 +151,7 @@ async fn admit_inputs(
     let Some(check) = admission::inputs::input_check(&call.rt.kind, object, old) else {
         return Ok(());
     };
-    let Some(apps) =
-        call.state
-            .config
-            .registry
-            .get(outpost_api::GROUP, outpost_api::VERSION, "apps")
-    else {
+    let Some(apps) = call.state.outpost_type("apps") else {
         return Ok(()); // not served here: nothing to check against
     };
     let cached = call

@@ -24,9 +24,7 @@ const VERSION: &str = "v1alpha1";
 /// The served type of an Outpost kind by plural.
 pub fn resource_type(state: &ServerState, plural: &str) -> Result<Arc<ResourceType>, ApiError> {
     state
-        .config
-        .registry
-        .get(GROUP, VERSION, plural)
+        .outpost_type(plural)
         .ok_or_else(|| ApiError::Internal(format!("{plural}.{GROUP} is not served")))
 }
 
