@@ -202,6 +202,16 @@ pub fn audit_verify_trusting(
     cp: &ControlPlane,
     trust: &[&std::ffi::OsStr],
 ) -> (i32, String, String) {
+    audit_verify_with(cp, trust, &[])
+}
+
+/// [`audit_verify_trusting`] with `env` set for the CLI (the AWS credentials `--stack`
+/// reads the customer's stack with).
+pub fn audit_verify_with(
+    cp: &ControlPlane,
+    trust: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     let output = Command::new(outpost_binary())
         .args([
             "audit",
@@ -211,6 +221,7 @@ pub fn audit_verify_trusting(
         ])
         .arg(cp.kubeconfig(&cp.admin_token))
         .args(trust)
+        .envs(env.iter().copied())
         .output()
         .expect("outpost audit verify runs");
     (

@@ -22,18 +22,19 @@
 //! IAM enforcement here.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use kube_client::api::Api;
 use outpost_api::audit_anchor::{CHECKPOINT_PARAMETER, Checkpoint, KEY_PARAMETER, fingerprint};
 use outpost_api::{InstallStack, Plan, Runner};
-use outpost_e2e::job_plans::{INSTALL, install_with_token, local_events, runner_command};
-use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary};
+use outpost_e2e::job_plans::{
+    INSTALL, audit_verify_with, install_with_token, local_events, runner_command,
+};
+use outpost_e2e::{Backend, ControlPlane, Moto, Process, eventually};
 use serde_json::{Value, json};
 
 use crate::audit_anchor::{event_key, run_plans, swap_runner_key};
 use crate::customer_aws::{Emulator as _, REGION};
-use outpost_e2e::Moto;
 
 /// The stack's name in the customer's account.
 const STACK: &str = "outpost-acme";
@@ -154,24 +155,15 @@ impl Account {
 
     /// `outpost audit verify` with `trust` flags: exit code, stdout, stderr.
     fn verify(&self, cp: &ControlPlane, trust: &[&str]) -> (i32, String, String) {
-        let output = Command::new(outpost_binary())
-            .args([
-                "audit",
-                "verify",
-                &format!("default/{INSTALL}"),
-                "--kubeconfig",
-            ])
-            .arg(cp.kubeconfig(&cp.admin_token))
-            .args(trust)
-            .env("AWS_ACCESS_KEY_ID", KEY.0)
-            .env("AWS_SECRET_ACCESS_KEY", KEY.1)
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .output()
-            .expect("outpost audit verify runs");
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
+        let trust: Vec<&std::ffi::OsStr> = trust.iter().map(std::ffi::OsStr::new).collect();
+        audit_verify_with(
+            cp,
+            &trust,
+            &[
+                ("AWS_ACCESS_KEY_ID", KEY.0),
+                ("AWS_SECRET_ACCESS_KEY", KEY.1),
+                ("AWS_EC2_METADATA_DISABLED", "true"),
+            ],
         )
     }
 
