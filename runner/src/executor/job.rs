@@ -49,7 +49,8 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 /// `PATH` inside the sandbox.
-const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const SANDBOX_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Bytes of a failed step's output quoted in its error.
 const ERROR_TAIL: usize = 2048;

@@ -17,6 +17,18 @@
 //! VCS addresses are refused: the runner does not fetch modules. Teardown Plans (whose desired state names no module)
 //! destroy what the work dir holds.
 //!
+//! Sandbox: every terraform command runs under bubblewrap with the job steps' allow-list
+//! ([`super::job::sandbox`]) and the host's network (providers reach their APIs): it sees
+//! the system directories, its module directory and the entity's `plans/` directory
+//! (read-write), and read-only the terraform binary, the runner's CLI configuration
+//! (`TF_CLI_CONFIG_FILE`: [`providers`]) and the provider mirror. Never the runner's
+//! state dir, keys, journal, configuration, secrets dir or other components' state.
+//!
+//! Before any of it runs: the module's static configuration ([`configuration`]) is read,
+//! providers not on the customer's allow-list ([`ProviderAllowList`]) refuse the Plan,
+//! and [`Executor::configuration`] hands it to the runner for the customer's policies
+//! (input `static`).
+//!
 //! Secrets: the step environment ([`StepContext::env`], the role's credentials and
 //! resolved secrets) goes only into terraform's process environment; variables that
 //! reference a secret are passed as `TF_VAR_<name>`, never in the variables file.
@@ -25,14 +37,19 @@
 //! [`Applied::outputs`] (secret values never enter the control plane): a template that
 //! references one fails as undefined. Normalised state redacts sensitive values.
 
+pub mod configuration;
 mod plan_json;
+pub mod providers;
 mod workspace;
 
 use super::child::{self, ChildError, Finished, OUTPUT_LIMIT};
+use super::job::sandbox;
 use super::secret_ref::UnresolvedSecret;
-use super::{Applied, Diff, Executor, StepContext};
+use super::{Applied, Diff, Executor, Purpose, StepContext};
+use configuration::{Configuration, ConfigurationError};
 use futures::future::BoxFuture;
 use outpost_api::{Operation, PolicyInput};
+pub use providers::{NotAllowed, ProviderAllowList};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +71,12 @@ pub enum TerraformError {
          a file:// URL, or terraform.files"
     )]
     UnsupportedSource(String),
+    /// The module's static configuration cannot be read (so it cannot be checked).
+    #[error("the module's configuration cannot be checked before it runs: {0}")]
+    Configuration(#[from] ConfigurationError),
+    /// The module needs a provider the allow-list does not name.
+    #[error(transparent)]
+    NotAllowed(#[from] NotAllowed),
     /// A variable references a secret the step does not have.
     #[error(transparent)]
     Secret(#[from] UnresolvedSecret),
@@ -111,13 +134,11 @@ pub enum TerraformError {
 }
 
 /// Environment variables passed on from the runner's own environment: what terraform
-/// needs to run (and the customer's terraform settings, `TF_*`). Everything else — the
-/// runner's token among it — stays out of terraform's environment.
-const PASSED_ENV: [&str; 9] = [
-    "PATH",
-    "HOME",
+/// needs to run (and the customer's terraform settings, `TF_*`, less [`OWN_ENV`]).
+/// Everything else — the runner's token among it — stays out of terraform's
+/// environment. `PATH` and `HOME` are the sandbox's own.
+const PASSED_ENV: [&str; 6] = [
     "LANG",
-    "TMPDIR",
     "HTTPS_PROXY",
     "HTTP_PROXY",
     "NO_PROXY",
@@ -125,10 +146,21 @@ const PASSED_ENV: [&str; 9] = [
     "no_proxy",
 ];
 
+/// Terraform settings the runner decides, whatever its own environment says: the CLI
+/// configuration (the provider allow-list), the plugin cache and the data directory
+/// (which would move providers and `.terraform` out of the sandboxed module directory).
+const OWN_ENV: [&str; 3] = ["TF_CLI_CONFIG_FILE", "TF_PLUGIN_CACHE_DIR", "TF_DATA_DIR"];
+
+/// The runner's terraform CLI configuration, in the entity's work dir (outside the
+/// module directory terraform may write).
+const CLI_CONFIG: &str = "terraform.rc";
+
 /// The `terraform_module` executor.
 #[derive(Debug, Clone)]
 pub struct TerraformExecutor {
     binary: PathBuf,
+    bwrap: PathBuf,
+    providers: ProviderAllowList,
 }
 
 impl Default for TerraformExecutor {
@@ -140,11 +172,81 @@ impl Default for TerraformExecutor {
 
 impl TerraformExecutor {
     /// An executor running the terraform binary at `binary` (the runner's
-    /// `--terraform PATH`).
+    /// `--terraform PATH`) under `bwrap` from `PATH`, with no provider allowed but the
+    /// built-in one.
     pub fn new(binary: impl Into<PathBuf>) -> Self {
         Self {
             binary: binary.into(),
+            bwrap: "bwrap".into(),
+            providers: ProviderAllowList::default(),
         }
+    }
+
+    /// Sandboxes terraform with the bubblewrap binary at `bwrap` (the runner's `--bwrap`).
+    pub fn with_bwrap(mut self, bwrap: impl Into<PathBuf>) -> Self {
+        self.bwrap = bwrap.into();
+        self
+    }
+
+    /// Lets terraform install and run the providers of `providers` (the runner's
+    /// `--terraform-providers` and `--terraform-provider-mirror`).
+    pub fn with_providers(mut self, providers: ProviderAllowList) -> Self {
+        self.providers = providers;
+        self
+    }
+
+    /// The terraform binary as an absolute path (searched in `PATH` when it is a bare
+    /// name), so that it can be bound into the sandbox.
+    fn binary_path(&self) -> PathBuf {
+        let named = &self.binary;
+        let found = if named.components().count() > 1 {
+            Some(named.clone())
+        } else {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(named))
+                    .find(|candidate| candidate.is_file())
+            })
+        };
+        found
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .unwrap_or_else(|| named.clone())
+    }
+
+    /// Reads the static configuration of the module in `dir`, refusing providers the
+    /// allow-list does not name.
+    async fn checked_configuration(&self, dir: &Path) -> Result<Configuration, TerraformError> {
+        let dir = dir.to_owned();
+        let config = tokio::task::spawn_blocking(move || Configuration::read(&dir))
+            .await
+            .map_err(|e| TerraformError::Io {
+                what: "reading the module's configuration".into(),
+                source: std::io::Error::other(e),
+            })??;
+        self.providers.check(&config)?;
+        Ok(config)
+    }
+
+    /// Lays the module out (a plan of a deploy) or takes what the work dir holds (a
+    /// destroy, an observation) and reads its checked configuration; `None` when there
+    /// is nothing terraform would run.
+    async fn configuration_step(
+        &self,
+        ctx: &StepContext,
+        purpose: Purpose,
+    ) -> Result<Option<Configuration>, TerraformError> {
+        let dir = workspace::module_dir(&ctx.work_dir);
+        if purpose == Purpose::Observe || Self::destroys(ctx.operation) {
+            if !dir.join("terraform.tfstate").exists() {
+                return Ok(None);
+            }
+        } else {
+            let module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
+                TerraformError::InvalidDesiredState("it has neither terraform nor sandbox".into())
+            })?;
+            workspace::lay_out(&dir, &module).await?;
+        }
+        Ok(Some(self.checked_configuration(&dir).await?))
     }
 
     /// Whether the Plan removes what the module manages.
@@ -161,14 +263,39 @@ impl TerraformExecutor {
         deadline: Instant,
         keep_stdout: bool,
     ) -> Result<Finished, TerraformError> {
-        let mut command = Command::new(&self.binary);
-        command.current_dir(dir).args(args).env_clear();
+        let io = |what: String| move |source| TerraformError::Io { what, source };
+        let plans = workspace::plans_dir(&ctx.work_dir);
+        tokio::fs::create_dir_all(&plans)
+            .await
+            .map_err(io(format!("creating {}", plans.display())))?;
+        let cli_config = ctx.work_dir.join(CLI_CONFIG);
+        tokio::fs::write(&cli_config, self.providers.cli_config())
+            .await
+            .map_err(io(format!("writing {}", cli_config.display())))?;
+        let binary = self.binary_path();
+        let mut command = Command::new(&self.bwrap);
+        command.args(sandbox::args(Some(dir), true));
+        let mut bind = |kind: &str, path: &Path| {
+            command.arg(kind).arg(path).arg(path);
+        };
+        bind("--bind", &plans);
+        bind("--ro-bind", &cli_config);
+        bind("--ro-bind-try", &binary);
+        for mirror in self.providers.mirrors() {
+            bind("--ro-bind", mirror);
+        }
+        command.arg("--").arg(&binary).args(args).env_clear();
         for (name, value) in std::env::vars() {
-            if PASSED_ENV.contains(&name.as_str()) || name.starts_with("TF_") {
+            let terraform_setting = name.starts_with("TF_") && !OWN_ENV.contains(&name.as_str());
+            if PASSED_ENV.contains(&name.as_str()) || terraform_setting {
                 command.env(name, value);
             }
         }
         command
+            .env("PATH", super::job::SANDBOX_PATH)
+            .env("HOME", "/tmp")
+            .env("TF_CLI_CONFIG_FILE", &cli_config)
+            .env("CHECKPOINT_DISABLE", "1")
             .env("TF_IN_AUTOMATION", "1")
             .env("TF_INPUT", "0")
             .envs(&ctx.env);
@@ -233,24 +360,12 @@ impl TerraformExecutor {
         let deadline = Instant::now() + ctx.timeout;
         let dir = workspace::module_dir(&ctx.work_dir);
         let destroy = Self::destroys(ctx.operation);
-        if destroy {
-            if !dir.join("terraform.tfstate").exists() {
-                return Ok(nothing_deployed());
-            }
-        } else {
-            let module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
-                TerraformError::InvalidDesiredState("it has neither terraform nor sandbox".into())
-            })?;
-            workspace::lay_out(&dir, &module).await?;
+        // Laid out and checked again here, whether or not the runner asked for the
+        // configuration first: nothing runs unchecked.
+        if self.configuration_step(ctx, Purpose::Plan).await?.is_none() {
+            return Ok(nothing_deployed());
         }
         let plan_file = workspace::plan_file(&ctx.work_dir, &ctx.plan);
-        let plans = plan_file.parent().unwrap_or(&ctx.work_dir);
-        tokio::fs::create_dir_all(plans)
-            .await
-            .map_err(|source| TerraformError::Io {
-                what: format!("creating {}", plans.display()),
-                source,
-            })?;
         let plan_path = plan_file.to_string_lossy();
         self.checked(
             ctx,
@@ -386,19 +501,15 @@ impl TerraformExecutor {
     async fn observe_step(&self, ctx: &StepContext) -> Result<Value, TerraformError> {
         let deadline = Instant::now() + ctx.timeout;
         let dir = workspace::module_dir(&ctx.work_dir);
-        if !dir.join("terraform.tfstate").exists() {
+        if self
+            .configuration_step(ctx, Purpose::Observe)
+            .await?
+            .is_none()
+        {
             return Ok(plan_json::normalised_state(&Value::Null));
         }
         let plan_file = workspace::plan_file(&ctx.work_dir, "observe");
         let plan_path = plan_file.to_string_lossy();
-        if let Some(plans) = plan_file.parent() {
-            tokio::fs::create_dir_all(plans)
-                .await
-                .map_err(|source| TerraformError::Io {
-                    what: format!("creating {}", plans.display()),
-                    source,
-                })?;
-        }
         let out = format!("-out={plan_path}");
         let args = ["plan", "-refresh-only", "-input=false", "-no-color", &out];
         self.checked(ctx, &dir, &args, deadline, &[0]).await?;
@@ -441,6 +552,33 @@ fn reported_outputs(outputs: &Value) -> BTreeMap<String, Value> {
 }
 
 impl Executor for TerraformExecutor {
+    fn configuration<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        purpose: Purpose,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Diff>>> {
+        Box::pin(async move {
+            let Some(config) = self.configuration_step(ctx, purpose).await? else {
+                return Ok(None);
+            };
+            let document = config.document(|source| self.providers.allows(source));
+            let summary = format!(
+                "{} provider(s), {} module call(s), {} resource(s)",
+                config.providers.len(),
+                config.modules.len(),
+                config.resources.len()
+            );
+            Ok(Some(Diff {
+                input: PolicyInput::Static,
+                document,
+                summary,
+                changes: false,
+                resources: None,
+                basis: Value::Null,
+            }))
+        })
+    }
+
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
         Box::pin(async move { Ok(self.plan_step(ctx).await?) })
     }

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `module/` | the module's files, `outpost.auto.tfvars.json`, and what terraform keeps: `.terraform/`, `.terraform.lock.hcl`, `terraform.tfstate` (local state, kept across Plans) |
 //! | `plans/<plan>.tfplan` | the saved plan of one Plan, applied by `apply`, removed after |
+//! | `terraform.rc` | the runner's terraform CLI configuration (the provider allow-list), rewritten before each command; read-only to terraform |
 
 use super::TerraformError;
 use crate::executor::secret_ref;
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub const TFVARS_FILE: &str = "outpost.auto.tfvars.json";
 
 /// What terraform keeps in the module directory between Plans.
-const KEPT: [&str; 5] = [
+pub(super) const KEPT: [&str; 5] = [
     ".terraform",
     ".terraform.lock.hcl",
     "terraform.tfstate",
@@ -114,9 +115,14 @@ pub fn module_dir(work_dir: &Path) -> PathBuf {
     work_dir.join("module")
 }
 
+/// The directory of saved plans under `work_dir`.
+pub fn plans_dir(work_dir: &Path) -> PathBuf {
+    work_dir.join("plans")
+}
+
 /// Where one Plan's saved plan lives.
 pub fn plan_file(work_dir: &Path, plan: &str) -> PathBuf {
-    work_dir.join("plans").join(format!("{plan}.tfplan"))
+    plans_dir(work_dir).join(format!("{plan}.tfplan"))
 }
 
 /// Replaces the module's files in `dir` with `spec`'s (keeping terraform's state and
