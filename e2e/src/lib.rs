@@ -14,6 +14,7 @@ mod etcd_cluster;
 pub mod helm;
 pub mod job_plans;
 mod kubectl;
+pub mod providers;
 mod raw;
 mod recording;
 mod registry;

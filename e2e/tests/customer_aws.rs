@@ -869,13 +869,18 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
 
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    // The command line of the user data's unit, with CloudFormation's substitutions,
-    // plus the emulator's endpoint and the test's cluster.
+    // The command line of the user data's unit, with CloudFormation's substitutions
+    // (the customer keeps the default provider allow-list), plus the emulator's endpoint
+    // and the test's cluster.
+    let providers = template_json["Parameters"]["TerraformProviders"]["Default"]
+        .as_str()
+        .expect("the provider allow-list has a default");
     let mut command = user_data_command(
         &template_json,
         &[
             ("outpost", outpost_binary().to_str().unwrap()),
             ("${ServerUrl}", cp.clients_url()),
+            ("${TerraformProviders}", providers),
             ("${RunnerTokenSecret}", &token_secret),
             ("${AWS::StackName}", STACK),
             ("${AWS::Region}", REGION),

@@ -488,7 +488,8 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
         script.contains(
             "ExecStart=/usr/bin/env outpost runner --server ${ServerUrl} \
              --token-secret ${RunnerTokenSecret} --install shop/acme \
-             --state-dir /var/lib/outpost --stack ${AWS::StackName} --aws-region ${AWS::Region}\n"
+             --state-dir /var/lib/outpost --stack ${AWS::StackName} --aws-region ${AWS::Region} \
+             --terraform-providers ${TerraformProviders}\n"
         ),
         "{script}"
     );
@@ -505,7 +506,8 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
             "AWS::Region",
             "AWS::StackName",
             "RunnerTokenSecret",
-            "ServerUrl"
+            "ServerUrl",
+            "TerraformProviders"
         ])
     );
     assert_eq!(
@@ -812,4 +814,21 @@ fn several_server_urls_reach_the_runner_comma_separated() {
     );
     // A new version: the customer's stack must be updated to reach the replicas.
     assert_ne!(stack.version, render(&example_app()).unwrap().version);
+}
+
+#[test]
+fn the_customer_chooses_the_terraform_providers_the_runner_allows() {
+    let stack = render(&example_app()).unwrap();
+    let parameter = &stack.template["Parameters"]["TerraformProviders"];
+    assert_eq!(parameter["Type"], "String");
+    assert_eq!(parameter["Default"], DEFAULT_TERRAFORM_PROVIDERS);
+    assert_eq!(parameter["AllowedPattern"], TERRAFORM_PROVIDERS_PATTERN);
+    // The customer's value, not the vendor's, reaches the runner: no value of it is
+    // rendered into the template besides the default the customer can change.
+    assert!(!stack.parameters.contains_key("TerraformProviders"));
+    let script = user_data(&stack.template);
+    assert!(
+        script.contains(" --terraform-providers ${TerraformProviders}\n"),
+        "{script}"
+    );
 }

@@ -52,7 +52,8 @@ use steps::{JobRun, JobStep};
 use tokio::time::Instant;
 
 /// `PATH` inside the sandbox.
-const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const SANDBOX_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Bytes of a failed step's output quoted in its error.
 const ERROR_TAIL: usize = 2048;
@@ -157,7 +158,10 @@ impl JobExecutor {
         network: bool,
         ctx: &StepContext,
     ) -> Result<Sandboxed, JobError> {
-        let mut sandboxed = self.sandbox.command(Some(dir), network, &step.argv).await?;
+        let mut sandboxed = self
+            .sandbox
+            .command(Some(dir), network, &[], &step.argv)
+            .await?;
         let command = &mut sandboxed.command;
         command
             .env("PATH", SANDBOX_PATH)
