@@ -106,6 +106,9 @@ pub enum PolicyInput {
     Plan,
     /// A DriftReport.
     Drift,
+    /// A terraform module's static configuration, read by the runner before `terraform
+    /// init` runs any of it: providers, module calls, resources and files.
+    Static,
 }
 
 /// What a `deny` result does.

@@ -31,7 +31,7 @@ pub enum PolicyCommand {
 
 fn parse_input_kind(s: &str) -> Result<PolicyInput, String> {
     serde_json::from_value(Value::String(s.to_owned()))
-        .map_err(|_| "one of kubernetes, terraform, images, plan, drift".to_owned())
+        .map_err(|_| "one of kubernetes, terraform, images, plan, drift, static".to_owned())
 }
 
 /// Runs a policy verb; the exit code is the verb's answer.

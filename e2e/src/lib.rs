@@ -15,6 +15,7 @@ pub mod helm;
 pub mod job_plans;
 mod kubectl;
 mod moto;
+pub mod providers;
 mod raw;
 mod recording;
 mod registry;

@@ -726,12 +726,21 @@ struct RunnerLaunch {
 }
 
 impl RunnerLaunch {
+    /// The stack's `TerraformProviders` default, which the customer kept.
+    fn providers(&self) -> &str {
+        self.template["Parameters"]["TerraformProviders"]["Default"]
+            .as_str()
+            .expect("the provider allow-list has a default")
+    }
+
     fn spawn(&self) -> Child {
         let mut command = user_data_command(
             &self.template,
             &[
                 ("outpost", outpost_binary().to_str().unwrap()),
                 ("${ServerUrl}", &self.server_url),
+                // The customer keeps the default provider allow-list.
+                ("${TerraformProviders}", self.providers()),
                 ("${RunnerTokenSecret}", &self.token_secret),
                 ("${StateBucket}", &self.state_bucket),
                 ("${RunnerPublicKeyParameter}", &self.key_parameter),

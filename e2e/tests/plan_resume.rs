@@ -13,7 +13,7 @@
 //!   to the ids of the resources that are really there.
 //!
 //! Each component's module makes three chained `terraform_data` resources whose
-//! provisioner appends the resource's id to `created.log` in the component's work dir and
+//! provisioner appends the resource's id to `plans/created.log` in the component's work dir and
 //! sleeps: a line there says terraform is applying, and the test kills the runner a
 //! moment later. Some Plans are killed a second time during their resumed apply.
 //!
@@ -48,14 +48,16 @@ const PROVISIONER_SECONDS: f64 = 0.6;
 /// The longest wait between a provisioner starting and the kill: well inside the window.
 const MAX_KILL_DELAY_MS: u64 = 100;
 
-/// Three chained resources; each provisioner records the resource's id in the work dir's
-/// `created.log` (terraform runs in `work/component-NAME/module`), then takes a while.
+/// Three chained resources; each provisioner records the resource's id in
+/// `plans/created.log` of the work dir (terraform runs sandboxed in
+/// `work/component-NAME/module`, and may write there and in `plans/` only; the module
+/// directory is laid out anew by each Plan), then takes a while.
 fn module(dir: &Path) -> PathBuf {
     let module = dir.join("module-src");
     std::fs::create_dir_all(&module).unwrap();
     let resource = |name: &str, input: &str| {
         format!(
-            "resource \"terraform_data\" \"{name}\" {{\n  input = {input}\n  provisioner \"local-exec\" {{\n    command = \"echo {name} ${{self.id}} >> ../created.log && sleep {PROVISIONER_SECONDS}\"\n  }}\n}}\n"
+            "resource \"terraform_data\" \"{name}\" {{\n  input = {input}\n  provisioner \"local-exec\" {{\n    command = \"echo {name} ${{self.id}} >> ../plans/created.log && sleep {PROVISIONER_SECONDS}\"\n  }}\n}}\n"
         )
     };
     let main = [
@@ -112,7 +114,7 @@ impl Site {
 
     fn created_log(&self, component: &str) -> PathBuf {
         self.state
-            .join(format!("work/component-{component}/created.log"))
+            .join(format!("work/component-{component}/plans/created.log"))
     }
 
     fn module_dir(&self, component: &str) -> PathBuf {

@@ -7,6 +7,7 @@
 //! | `images` | `{"images": [{"reference": "ghcr.io/acme/web:1.2", "digest": "sha256:..."}]}` ([`images`]). |
 //! | `plan` | the Plan: `install`, `operation`, `entity` (`kind`, `name`), `role` (`name`, `level`, `rule`) once resolved, `reason`, `release`, `desiredState`, `contentHash` ([`plan`]). |
 //! | `drift` | a DriftReport's spec: `install`, `entity`, `inSync`, `observedAt`, `diff[]` (`path`, `op`, `desired`, `live`) ([`drift`]). |
+//! | `static` | a terraform module's configuration, read by the runner before `terraform init`: `providers[]` (`source` like `registry.terraform.io/hashicorp/aws`, `builtin`, `allowed` by the runner's allow-list, `modules`, `localNames`, `versions`), `modules[]` (`module`, `name`, `source`, `path`), `resources[]` (`module`, `mode`, `type`, `name`, `provider`), `files[]` (`path`, `content`, `null` past 256 KiB). |
 
 use outpost_api::{DriftReportSpec, Plan, PolicyInput};
 use serde::{Deserialize, Serialize};

@@ -40,7 +40,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::executor::{Applied, Executor, StepContext};
+use crate::executor::{Applied, Executor, Purpose, StepContext};
 use crate::journal::Stage;
 use crate::session::Session;
 
@@ -312,6 +312,36 @@ async fn interval(session: &Session, baseline: &Baseline) -> Duration {
     }
 }
 
+/// The customer's local policies on the static configuration a check would run (a
+/// terraform refresh-only plan runs providers, with the role's credentials), before it
+/// runs: `Err` with the reason when the configuration cannot be read, needs a provider
+/// not allowed, or a local policy denies it. Verdicts are audited (`verdict`, with
+/// `drift: true`) when a policy took the input.
+async fn gate(
+    session: &Session,
+    baseline: &Baseline,
+    executor: &dyn Executor,
+    ctx: &StepContext,
+) -> Result<(), String> {
+    let config = executor
+        .configuration(ctx, Purpose::Observe)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let Some(config) = config else {
+        return Ok(());
+    };
+    let subject = crate::audit::Subject {
+        plan: Some(baseline.plan.clone()),
+        entity: Some(outpost_api::EntityRef {
+            kind: EntityKind::Component,
+            name: baseline.component.clone(),
+        }),
+        role: baseline.role.clone(),
+    };
+    let drift = serde_json::json!({"drift": true});
+    crate::execute::local_verdicts(session, &config, &subject, drift, false).map(drop)
+}
+
 /// One check under the component's role: observe, compare, report (buffered), audit a
 /// new drift.
 async fn check(
@@ -355,6 +385,10 @@ async fn check(
         env,
         timeout: Duration::from_secs(600),
     };
+    if let Err(reason) = gate(session, baseline, executor, &ctx).await {
+        tracing::warn!(component = %baseline.component, %reason, "drift check skipped");
+        return;
+    }
     let observed = match tokio::time::timeout(
         ctx.timeout,
         executor.observe(&ctx, &baseline.last_applied),

@@ -1,5 +1,7 @@
-//! Executing one claimed Plan: secrets, executor, plan (the real diff), vendor and local
-//! policies, then: no changes → `Succeeded` (`NoChanges`, nothing applied); a person must
+//! Executing one claimed Plan: secrets, executor, the static configuration the executor
+//! is about to run (a terraform module, before `terraform init`) and the vendor and local
+//! policies taking the `static` input, plan (the real diff), vendor and local policies,
+//! then: no changes → `Succeeded` (`NoChanges`, nothing applied); a person must
 //! approve (the install's `prompt` mode, an `approve` policy) → `AwaitingApproval` with
 //! the diff, which is saved by its hash; else apply and outputs. An approved Plan applies
 //! exactly the saved diff, or plans again and asks again if live state moved. An apply cut
@@ -20,7 +22,7 @@ use outpost_policy::{CompiledPolicy, PolicyMeta};
 use serde_json::{Value, json};
 
 use crate::audit::Subject;
-use crate::executor::{Applied, Diff, Executor, Moved, StepContext};
+use crate::executor::{Applied, Diff, Executor, Moved, Purpose, StepContext};
 use crate::executors::executor_type;
 use crate::journal::Stage;
 use crate::secrets::{SecretSource, SecretsManagerSecrets};
@@ -282,6 +284,16 @@ async fn run(
         Resume::Interrupted => {}
     }
 
+    // The static configuration first: a deny stops the Plan before any vendor code runs.
+    let static_verdicts = match executor.configuration(&ctx, Purpose::Plan).await {
+        Ok(Some(config)) => {
+            let mut verdicts = vendor_policies(session, vendor.clone(), &config, subject)?;
+            verdicts.extend(local_policies(session, &config, subject, false)?);
+            verdicts
+        }
+        Ok(None) => Vec::new(),
+        Err(e) => return Err(refused(format!("{e:#}"))),
+    };
     let diff = tokio::time::timeout(ctx.timeout, executor.plan(&ctx))
         .await
         .map_err(|_| failed(format!("plan timed out after {:?}", ctx.timeout)))?
@@ -309,10 +321,13 @@ async fn run(
     if cut.is_some() && diff.changes && !executor.resumable() {
         return Err(failed(INTERRUPTED));
     }
-    plan_diff.verdicts = vendor_policies(session, vendor, &diff, subject)?;
+    plan_diff.verdicts = static_verdicts;
     plan_diff
         .verdicts
-        .extend(local_policies(session, &diff, subject)?);
+        .extend(vendor_policies(session, vendor, &diff, subject)?);
+    plan_diff
+        .verdicts
+        .extend(local_policies(session, &diff, subject, true)?);
 
     if !diff.changes {
         // Nothing to apply, on any install: the Plan succeeds without applying.
@@ -822,14 +837,10 @@ fn vendor_policies(
     }
     let pairs: Vec<(&PolicyMeta, &CompiledPolicy)> = compiled.iter().map(|(m, c)| (m, c)).collect();
     let verdicts = outpost_policy::evaluate(&pairs, diff.input, &diff.document);
-    let details: Vec<Value> = verdicts
-        .iter()
-        .map(|v| json!({"policy": v.policy, "denied": v.denied(), "denials": v.denials, "warnings": v.warnings}))
-        .collect();
     session.audit(
         AuditEventType::Verdict,
         subject.clone(),
-        json!({"vendor": true, "verdicts": details}),
+        json!({"vendor": true, "input": diff.input, "verdicts": audited_verdicts(&verdicts)}),
     );
     denials.extend(
         verdicts
@@ -847,13 +858,28 @@ fn vendor_policies(
     }
 }
 
-/// Evaluates the local policies (if any) on the real diff; a deny fails the Plan. The
-/// verdicts go with the diff, marked `local`.
+/// Evaluates the local policies (if any) on `diff` (the real diff, or the static
+/// configuration before it runs); a deny fails the Plan. The verdicts go with the diff,
+/// marked `local`; they are audited (with none, only if `audit_none`).
 fn local_policies(
     session: &Session,
     diff: &Diff,
     subject: &Subject,
+    audit_none: bool,
 ) -> Result<Vec<Verdict>, Failure> {
+    local_verdicts(session, diff, subject, json!({}), audit_none).map_err(refused)
+}
+
+/// Evaluates the local policies (if any) on `diff` and audits their verdicts (with
+/// `details` added; with none, only if `audit_none`); `Err` with the message of a deny,
+/// or of policies that do not load.
+pub(crate) fn local_verdicts(
+    session: &Session,
+    diff: &Diff,
+    subject: &Subject,
+    details: Value,
+    audit_none: bool,
+) -> Result<Vec<Verdict>, String> {
     let Some(dir) = &session.args.policies else {
         return Ok(Vec::new());
     };
@@ -861,21 +887,20 @@ fn local_policies(
     let verdicts = match crate::local_policy::load(dir) {
         Ok(policies) => policies.evaluate(diff),
         Err(e) => {
-            return Err(refused(format!(
-                "local policies in {} cannot be loaded, so nothing is applied: {e:#}",
+            return Err(format!(
+                "local policies in {} cannot be loaded, so nothing is run: {e:#}",
                 dir.display()
-            )));
+            ));
         }
     };
-    let details: Vec<Value> = verdicts
-        .iter()
-        .map(|v| json!({"policy": v.policy, "denied": v.denied(), "denials": v.denials, "warnings": v.warnings}))
-        .collect();
-    session.audit(
-        AuditEventType::Verdict,
-        subject.clone(),
-        json!({"local": true, "verdicts": details}),
-    );
+    let mut audited =
+        json!({"local": true, "input": diff.input, "verdicts": audited_verdicts(&verdicts)});
+    if let (Some(audited), Value::Object(more)) = (audited.as_object_mut(), details) {
+        audited.extend(more);
+    }
+    if audit_none || !verdicts.is_empty() {
+        session.audit(AuditEventType::Verdict, subject.clone(), audited);
+    }
     let denials: Vec<String> = verdicts
         .iter()
         .filter(|v| v.denied())
@@ -890,11 +915,16 @@ fn local_policies(
             })
             .collect())
     } else {
-        Err(refused(format!(
-            "denied by local policy {}",
-            denials.join("; ")
-        )))
+        Err(format!("denied by local policy {}", denials.join("; ")))
     }
+}
+
+/// Verdicts as the `verdict` audit event lists them.
+fn audited_verdicts(verdicts: &[outpost_policy::PolicyVerdict]) -> Vec<Value> {
+    verdicts
+        .iter()
+        .map(|v| json!({"policy": v.policy, "denied": v.denied(), "denials": v.denials, "warnings": v.warnings}))
+        .collect()
 }
 
 /// Best effort: tells the control plane the runner is planning. The runner goes on

@@ -95,17 +95,34 @@ impl Executors {
                 )),
             );
         }
+        use crate::executor::terraform::{ProviderAllowList, TerraformExecutor};
+        for mirror in &args.terraform_provider_mirror {
+            anyhow::ensure!(
+                mirror.is_dir(),
+                "--terraform-provider-mirror {} is not a directory",
+                mirror.display()
+            );
+        }
+        let mirrors = args
+            .terraform_provider_mirror
+            .iter()
+            .map(std::path::absolute)
+            .collect::<Result<Vec<_>, _>>()?;
+        let providers = ProviderAllowList::new(&args.terraform_providers, mirrors)
+            .map_err(|e| anyhow::anyhow!("--terraform-providers: {e}"))?;
         executors.insert(
             "terraform_module",
             Arc::new(
-                crate::executor::terraform::TerraformExecutor::new(args.terraform.clone())
+                TerraformExecutor::new(args.terraform.clone())
                     .with_module_roots(args.module_roots.clone())
                     .with_state_backend(args.state_bucket.clone().map(|bucket| {
                         crate::executor::terraform::StateBackend {
                             bucket,
                             endpoint: args.aws_endpoint.clone(),
                         }
-                    })),
+                    }))
+                    .with_sandbox(args.sandbox())
+                    .with_providers(providers),
             ),
         );
         executors.insert(

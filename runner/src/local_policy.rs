@@ -1,6 +1,7 @@
 //! The customer's local policies: the `*.rego` files of the runner's `--policies DIR`.
 //!
-//! They are evaluated on the real [`Diff`] an executor computed, before apply, next to
+//! They are evaluated on a terraform module's static configuration before it runs
+//! (Plans and drift checks), and on the real [`Diff`] an executor computed, before apply, next to
 //! the Plan's vendor policies; a local deny blocks the apply whatever the control plane
 //! approved, and nothing the vendor sends can switch them off.
 //!
@@ -14,7 +15,9 @@
 //! ```
 //!
 //! * `inputs` (required): the input kinds (`kubernetes`, `terraform`, `images`, `plan`,
-//!   `drift`) the policy is evaluated on, comma- or space-separated;
+//!   `drift`, `static`) the policy is evaluated on, comma- or space-separated. `static`
+//!   is a terraform module's configuration, read before `terraform init`: a deny there
+//!   stops the Plan (or a drift check) before any vendor code runs;
 //! * `enforcement` (optional): `deny` (default), `warn`, or `approve` (a `deny` result
 //!   asks a person to approve the diff instead of denying it).
 //!
@@ -115,7 +118,7 @@ fn compile_file(file: &str, module: &str) -> Result<(PolicyMeta, CompiledPolicy)
                         serde_json::from_value::<PolicyInput>(word.into()).map_err(|_| {
                             format!(
                                 "{}: unknown input {word:?}: expected kubernetes, terraform, \
-                             images, plan or drift",
+                             images, plan, drift or static",
                                 at(word)
                             )
                         })?;
@@ -147,7 +150,7 @@ fn compile_file(file: &str, module: &str) -> Result<(PolicyMeta, CompiledPolicy)
     let inputs = inputs.ok_or_else(|| {
         format!(
             "{file}:1:1: missing `# outpost:inputs KIND[,KIND...]` comment before the package \
-             line (kinds: kubernetes, terraform, images, plan, drift)"
+             line (kinds: kubernetes, terraform, images, plan, drift, static)"
         )
     })?;
     Ok((

@@ -57,7 +57,22 @@ pub struct RunnerArgs {
     /// of this machine into a module.
     #[arg(long = "module-root", value_delimiter = ',')]
     pub module_roots: Vec<PathBuf>,
-    /// The bubblewrap binary that sandboxes `job` components and action steps.
+    /// Terraform providers modules may use, comma-separated source addresses
+    /// (`hashicorp/aws`, `registry.example.com/acme/db`, `acme/*` for a namespace); the
+    /// customer's allow-list. A module needing any other is refused before `terraform
+    /// init`, and terraform's own provider installation is limited to these. The
+    /// built-in `terraform` provider (`terraform_data`) is always allowed; none other
+    /// when omitted.
+    #[arg(long, value_delimiter = ',')]
+    pub terraform_providers: Vec<String>,
+    /// A directory terraform installs the allowed providers from (a filesystem mirror:
+    /// `HOST/NAMESPACE/TYPE/VERSION/OS_ARCH/` or the packed zip layout), read-only to
+    /// terraform; repeatable. Without any, allowed providers are downloaded from their
+    /// registries.
+    #[arg(long)]
+    pub terraform_provider_mirror: Vec<PathBuf>,
+    /// The bubblewrap binary that sandboxes `job` components, action steps and
+    /// terraform.
     #[arg(long, default_value = "bwrap")]
     pub bwrap: PathBuf,
     /// The slirp4netns binary: the outbound relay of job steps that declare

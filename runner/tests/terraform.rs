@@ -358,36 +358,46 @@ async fn credentials_reach_terraform_but_never_the_disk() {
 }
 
 const SLOW: &str = r#"
-variable "pid_file" {
+variable "seconds" {
   type = string
 }
 resource "terraform_data" "slow" {
   input = "a"
   provisioner "local-exec" {
-    command = "echo $$ > ${var.pid_file}; exec sleep 300"
+    command = "echo started > sleep.started; exec sleep ${var.seconds}"
   }
 }
 "#;
 
-fn running(pid: &str) -> bool {
-    // A killed process may linger as a zombie until reaped: that is not running.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !matches!(stat.rsplit(") ").next().map(|s| &s[..1]), Some("Z" | "X")))
+/// Whether a host process runs `sleep SECONDS` (terraform runs in its own pid namespace,
+/// so its pids mean nothing here: the unique argument finds it).
+fn sleeping(seconds: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let dir = entry.path();
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        // A killed process may linger as a zombie until reaped: that is not running.
+        let alive = std::fs::read_to_string(dir.join("stat")).is_ok_and(|stat| {
+            !matches!(stat.rsplit(") ").next().map(|s| &s[..1]), Some("Z" | "X"))
+        });
+        alive && args.len() >= 2 && args[0].ends_with(b"sleep") && args[1] == seconds.as_bytes()
+    })
 }
 
 #[tokio::test]
 async fn timeout_kills_terraform_and_what_it_started() {
     let tf = executor();
     let work = tempfile::tempdir().unwrap();
-    let pid_file = work.path().join("sleep.pid");
+    let started_file = work.path().join("module/sleep.started");
+    let seconds = format!("300.{}", std::process::id());
     let mut ctx = context(
         work.path(),
         "slow",
         Operation::Deploy,
-        component(
-            &[("main.tf", SLOW)],
-            &[("pid_file", pid_file.to_str().unwrap())],
-        ),
+        component(&[("main.tf", SLOW)], &[("seconds", &seconds)]),
     );
     let diff = tf.plan(&ctx).await.unwrap();
     ctx.timeout = Duration::from_secs(5);
@@ -398,13 +408,13 @@ async fn timeout_kills_terraform_and_what_it_started() {
         "{err}"
     );
     assert!(started.elapsed() < Duration::from_secs(60));
-    let pid = std::fs::read_to_string(&pid_file).expect("the provisioner started");
+    assert!(started_file.exists(), "the provisioner started");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while running(pid.trim()) && Instant::now() < deadline {
+    while sleeping(&seconds) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        !running(pid.trim()),
+        !sleeping(&seconds),
         "the provisioner's sleep survived the timeout"
     );
 }

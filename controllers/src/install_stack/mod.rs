@@ -13,7 +13,9 @@ mod state_bucket;
 pub use render::{
     RenderRoleName, StackError, StackOptions, render_install_stack, role_external_id,
 };
-pub use runner::{RUNNER_STATE_DIR, SERVER_URL_PATTERN};
+pub use runner::{
+    DEFAULT_TERRAFORM_PROVIDERS, RUNNER_STATE_DIR, SERVER_URL_PATTERN, TERRAFORM_PROVIDERS_PATTERN,
+};
 pub use runner_token::TOKEN_PATTERN;
 
 #[cfg(test)]

@@ -16,7 +16,19 @@ pub const RUNNER_STATE_DIR: &str = "/var/lib/outpost";
 /// characters that need no quoting in a shell or a systemd unit.
 pub const SERVER_URL_PATTERN: &str = "^https://[A-Za-z0-9.:/_~%-]+(,https://[A-Za-z0-9.:/_~%-]+)*$";
 
+/// `AllowedPattern` of the `TerraformProviders` parameter: provider source addresses
+/// (`hashicorp/aws`, `registry.example.com/acme/db`, `acme/*`), comma-separated, at
+/// least one, of characters that need no quoting in a shell or a systemd unit.
+pub const TERRAFORM_PROVIDERS_PATTERN: &str =
+    "^[A-Za-z0-9][A-Za-z0-9._/*-]*(,[A-Za-z0-9][A-Za-z0-9._/*-]*)*$";
+
+/// The providers the runner allows unless the customer says otherwise: the AWS
+/// provider (the install's roles are AWS roles). The built-in `terraform` provider
+/// (`terraform_data`) is allowed whatever the list says.
+pub const DEFAULT_TERRAFORM_PROVIDERS: &str = "hashicorp/aws";
+
 pub(super) const SERVER_URL_PARAMETER: &str = "ServerUrl";
+pub(super) const TERRAFORM_PROVIDERS_PARAMETER: &str = "TerraformProviders";
 pub(super) const RUNNER_ROLE: &str = "RunnerInstanceRole";
 const GROUP: &str = "Runner";
 const DEFAULT_INSTANCE_TYPE: &str = "t3.small";
@@ -63,6 +75,16 @@ pub(super) fn add_parameters(
             }),
         ),
         (runner_token::TOKEN_PARAMETER, runner_token::parameter()),
+        (
+            TERRAFORM_PROVIDERS_PARAMETER,
+            json!({
+                "Type": "String",
+                "Default": DEFAULT_TERRAFORM_PROVIDERS,
+                "AllowedPattern": TERRAFORM_PROVIDERS_PATTERN,
+                "ConstraintDescription": "provider source addresses (NAMESPACE/TYPE, HOST/NAMESPACE/TYPE or NAMESPACE/*), comma-separated, without spaces",
+                "Description": "Terraform providers the vendor's modules may use, comma-separated (hashicorp/aws, acme/*); a module needing any other is refused before terraform runs. terraform_data (terraform.io/builtin/terraform) is always allowed: give only that to allow no other",
+            }),
+        ),
         (
             "RunnerAmiId",
             json!({
@@ -258,13 +280,13 @@ pub(super) fn add_runner(
 }
 
 /// The UserData script, for `Fn::Sub`: installs and starts `outpost runner`
-/// as a systemd service. `${ServerUrl}`, `${RunnerTokenSecret}` (the token's secret's
-/// ARN), `${StateBucket}` (the terraform state bucket's name),
+/// as a systemd service. `${ServerUrl}`, `${TerraformProviders}`, `${RunnerTokenSecret}`
+/// (the token's secret's ARN), `${StateBucket}` (the terraform state bucket's name),
 /// `${RunnerPublicKeyParameter}` and `${AuditCheckpointParameter}` (the audit anchor's SSM
 /// parameter names), `${AWS::StackName}` and `${AWS::Region}` are substituted by
-/// CloudFormation;
-/// `ServerUrl`'s `AllowedPattern` keeps it free of characters the shell or systemd would
-/// interpret, and the others are ARNs and names of such characters. The token itself is
+/// CloudFormation; the `AllowedPattern`s of `ServerUrl` and `TerraformProviders` keep
+/// them free of characters the shell or systemd would interpret (and non-empty), and the
+/// others are ARNs and names of such characters. The token itself is
 /// not in the script, the unit or the command line: the runner reads it from the secret
 /// with its instance role. The script uses no `${` of its own.
 fn user_data(context: &StackContext<'_>) -> String {
@@ -273,7 +295,8 @@ fn user_data(context: &StackContext<'_>) -> String {
          --state-dir {RUNNER_STATE_DIR} --state-bucket ${{{}}} --stack ${{AWS::StackName}} \
          --aws-region ${{AWS::Region}} \
          --publish-key-parameter ${{{KEY_PARAMETER}}} \
-         --publish-checkpoint-parameter ${{{CHECKPOINT_PARAMETER}}}",
+         --publish-checkpoint-parameter ${{{CHECKPOINT_PARAMETER}}} \
+         --terraform-providers ${{{TERRAFORM_PROVIDERS_PARAMETER}}}",
         runner_token::TOKEN_SECRET,
         context.install_ref(),
         super::state_bucket::STATE_BUCKET,

@@ -495,7 +495,8 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
              --state-dir /var/lib/outpost --state-bucket ${StateBucket} \
              --stack ${AWS::StackName} --aws-region ${AWS::Region} \
              --publish-key-parameter ${RunnerPublicKeyParameter} \
-             --publish-checkpoint-parameter ${AuditCheckpointParameter}\n"
+             --publish-checkpoint-parameter ${AuditCheckpointParameter} \
+             --terraform-providers ${TerraformProviders}\n"
         ),
         "{script}"
     );
@@ -515,7 +516,8 @@ fn the_runner_starts_with_the_arn_of_its_token_secret() {
             "RunnerPublicKeyParameter",
             "RunnerTokenSecret",
             "ServerUrl",
-            "StateBucket"
+            "StateBucket",
+            "TerraformProviders"
         ])
     );
     assert_eq!(
@@ -983,5 +985,22 @@ fn the_state_bucket_is_versioned_encrypted_and_only_the_roles_touch_its_objects(
     assert_eq!(
         template["Outputs"]["StateBucketName"]["Value"],
         json!({"Ref": "StateBucket"})
+    );
+}
+
+#[test]
+fn the_customer_chooses_the_terraform_providers_the_runner_allows() {
+    let stack = render(&example_app()).unwrap();
+    let parameter = &stack.template["Parameters"]["TerraformProviders"];
+    assert_eq!(parameter["Type"], "String");
+    assert_eq!(parameter["Default"], DEFAULT_TERRAFORM_PROVIDERS);
+    assert_eq!(parameter["AllowedPattern"], TERRAFORM_PROVIDERS_PATTERN);
+    // The customer's value, not the vendor's, reaches the runner: no value of it is
+    // rendered into the template besides the default the customer can change.
+    assert!(!stack.parameters.contains_key("TerraformProviders"));
+    let script = user_data(&stack.template);
+    assert!(
+        script.contains(" --terraform-providers ${TerraformProviders}\n"),
+        "{script}"
     );
 }

@@ -52,7 +52,8 @@ use steps::{JobRun, JobStep};
 use tokio::time::Instant;
 
 /// `PATH` inside the sandbox.
-const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const SANDBOX_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Bytes of a failed step's output quoted in its error.
 const ERROR_TAIL: usize = 2048;
@@ -157,7 +158,10 @@ impl JobExecutor {
         network: bool,
         ctx: &StepContext,
     ) -> Result<Sandboxed, JobError> {
-        let mut sandboxed = self.sandbox.command(Some(dir), network, &step.argv).await?;
+        let mut sandboxed = self
+            .sandbox
+            .command(Some(dir), network, &[], &step.argv)
+            .await?;
         let command = &mut sandboxed.command;
         command
             .env("PATH", SANDBOX_PATH)
@@ -315,7 +319,7 @@ impl Executor for JobExecutor {
 /// `url` (`http(s)://127.0.0.1…`, `localhost` or `[::1]`) with the host's loopback as a
 /// step in its own network namespace reaches it: the relay's gateway
 /// ([`sandbox::network::GATEWAY`]). Other URLs: `None`.
-fn loopback_as_seen_from_a_step(url: &str) -> Option<String> {
+pub(super) fn loopback_as_seen_from_a_step(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     ["127.0.0.1", "localhost", "[::1]"].iter().find_map(|host| {
         let after = rest.strip_prefix(host)?;

@@ -73,6 +73,15 @@ pub struct Diff {
     pub basis: Value,
 }
 
+/// What the executor is about to run vendor code for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// Planning the Plan's desired state (laid out in the work dir first).
+    Plan,
+    /// Observing live state for drift (what the work dir holds, as deployed).
+    Observe,
+}
+
 /// Live state moved since the diff was computed: the approved diff is not applied (nothing
 /// was changed), the runner plans again and asks again.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +107,20 @@ pub trait Executor: Send + Sync {
     /// Computes the diff of the Plan's desired state against live state. Must not change
     /// live state.
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>>;
+
+    /// The static configuration the executor is about to run for `ctx` and `purpose`,
+    /// before any vendor code runs: what policies taking the `static` input see. A
+    /// terraform module is laid out and read (providers, module calls, resources,
+    /// files), and refused if it needs a provider the customer did not allow. `None`
+    /// (the default) when the executor runs no vendor code before its diff is checked,
+    /// or nothing at all.
+    fn configuration<'a>(
+        &'a self,
+        _ctx: &'a StepContext,
+        _purpose: Purpose,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Diff>>> {
+        Box::pin(async { Ok(None) })
+    }
 
     /// Applies exactly what [`Executor::plan`] computed (for terraform: the saved plan).
     fn apply<'a>(

@@ -19,6 +19,20 @@
 //! runner does not fetch modules. Teardown Plans (whose desired state names no module)
 //! destroy what the work dir holds.
 //!
+//! Sandbox: every terraform command runs under bubblewrap with the job steps' allow-list
+//! ([`super::job::sandbox`]) and the network of a step with `network: true` (providers
+//! reach their APIs; the instance metadata service and the host's loopback do not
+//! answer, as for job steps: [`sandbox::network`]): it sees
+//! the system directories, its module directory and the entity's `plans/` directory
+//! (read-write), and read-only the terraform binary, the runner's CLI configuration
+//! (`TF_CLI_CONFIG_FILE`: [`providers`]) and the provider mirrors. Never the runner's
+//! state dir, keys, journal, configuration, secrets dir or other components' state.
+//!
+//! Before any of it runs: the module's static configuration ([`configuration`]) is read,
+//! providers not on the customer's allow-list ([`ProviderAllowList`]) refuse the Plan,
+//! and [`Executor::configuration`] hands it to the runner for the customer's policies
+//! (input `static`).
+//!
 //! Secrets: the step environment ([`StepContext::env`], the role's credentials and
 //! resolved secrets) goes only into terraform's process environment; variables that
 //! reference a secret are passed as `TF_VAR_<name>`, never in the variables file.
@@ -27,21 +41,26 @@
 //! [`Applied::outputs`] (secret values never enter the control plane): a template that
 //! references one fails as undefined. Normalised state redacts sensitive values.
 
+pub mod configuration;
 pub mod module_paths;
 mod plan_json;
 mod state_backend;
+pub mod providers;
 mod workspace;
 
-use super::child::{self, ChildError, Finished, OUTPUT_LIMIT};
+use super::child::{ChildError, Finished, OUTPUT_LIMIT};
+use super::job::sandbox::{self, Bind, Sandbox};
 use super::secret_ref::UnresolvedSecret;
-use super::{Applied, Diff, Executor, StepContext};
+use super::{Applied, Diff, Executor, Purpose, StepContext};
+use configuration::{Configuration, ConfigurationError};
 use futures::future::BoxFuture;
 use outpost_api::{Operation, PolicyInput};
+pub use providers::{NotAllowed, ProviderAllowList};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::process::Command;
 use tokio::time::Instant;
 
 pub use plan_json::REDACTED;
@@ -76,9 +95,18 @@ pub enum TerraformError {
         /// Why it is refused.
         reason: String,
     },
+    /// The module's static configuration cannot be read (so it cannot be checked).
+    #[error("the module's configuration cannot be checked before it runs: {0}")]
+    Configuration(#[from] ConfigurationError),
+    /// The module needs a provider the allow-list does not name.
+    #[error(transparent)]
+    NotAllowed(#[from] NotAllowed),
     /// A variable references a secret the step does not have.
     #[error(transparent)]
     Secret(#[from] UnresolvedSecret),
+    /// bubblewrap cannot sandbox terraform here, or its network could not be set up.
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
     /// A file operation in the work dir failed.
     #[error("{what}")]
     Io {
@@ -155,13 +183,11 @@ pub enum TerraformError {
 }
 
 /// Environment variables passed on from the runner's own environment: what terraform
-/// needs to run (and the customer's terraform settings, `TF_*`). Everything else — the
-/// runner's token among it — stays out of terraform's environment.
-const PASSED_ENV: [&str; 9] = [
-    "PATH",
-    "HOME",
+/// needs to run (and the customer's terraform settings, `TF_*`, less [`OWN_ENV`]).
+/// Everything else — the runner's token among it — stays out of terraform's
+/// environment. `PATH` and `HOME` are the sandbox's own.
+const PASSED_ENV: [&str; 6] = [
     "LANG",
-    "TMPDIR",
     "HTTPS_PROXY",
     "HTTP_PROXY",
     "NO_PROXY",
@@ -169,12 +195,20 @@ const PASSED_ENV: [&str; 9] = [
     "no_proxy",
 ];
 
-/// How long `plan` and `apply` wait for terraform's state lock. A runner killed during an
-/// apply leaves its terraform running (in its own process group) until that terraform
-/// next writes to the pipe the dead runner read, at most ~10 s later (terraform prints
-/// progress every 10 s), and it holds the lock until then: the restarted runner's
-/// re-plan waits for it to end instead of failing.
+/// How long `plan` and `apply` wait for terraform's state lock, which a terraform run in
+/// the module directory outside the runner (the customer's own, by hand) may hold. The
+/// runner's own terraform never outlives it: bubblewrap's `--die-with-parent` kills the
+/// sandbox, and terraform with it, when the runner dies.
 const LOCK_TIMEOUT: &str = "-lock-timeout=300s";
+
+/// Terraform settings the runner decides, whatever its own environment says: the CLI
+/// configuration (the provider allow-list), the plugin cache and the data directory
+/// (which would move providers and `.terraform` out of the sandboxed module directory).
+const OWN_ENV: [&str; 3] = ["TF_CLI_CONFIG_FILE", "TF_PLUGIN_CACHE_DIR", "TF_DATA_DIR"];
+
+/// The runner's terraform CLI configuration, in the entity's work dir (outside the
+/// module directory terraform may write).
+const CLI_CONFIG: &str = "terraform.rc";
 
 /// The `terraform_module` executor.
 #[derive(Debug, Clone)]
@@ -182,6 +216,8 @@ pub struct TerraformExecutor {
     binary: PathBuf,
     module_roots: Vec<PathBuf>,
     state: Option<StateBackend>,
+    sandbox: Sandbox,
+    providers: ProviderAllowList,
 }
 
 impl Default for TerraformExecutor {
@@ -193,12 +229,15 @@ impl Default for TerraformExecutor {
 
 impl TerraformExecutor {
     /// An executor running the terraform binary at `binary` (the runner's
-    /// `--terraform PATH`).
+    /// `--terraform PATH`) under `bwrap` from `PATH`, with no provider allowed but the
+    /// built-in one.
     pub fn new(binary: impl Into<PathBuf>) -> Self {
         Self {
             binary: binary.into(),
             module_roots: Vec::new(),
             state: None,
+            sandbox: Sandbox::new("bwrap"),
+            providers: ProviderAllowList::default(),
         }
     }
 
@@ -232,6 +271,16 @@ impl TerraformExecutor {
     ) -> Result<(), TerraformError> {
         if let Some(state) = &self.state {
             let key = StateBackend::key(ctx.operation, &ctx.entity);
+            // Terraform reaches the endpoint from the sandbox's network namespace.
+            let mut state = state.clone();
+            if self.sandbox.network().host_loopback
+                && let Some(seen) = state
+                    .endpoint
+                    .as_deref()
+                    .and_then(super::job::loopback_as_seen_from_a_step)
+            {
+                state.endpoint = Some(seen);
+            }
             state.configure(dir, &key).await?;
         }
         self.checked(
@@ -243,6 +292,85 @@ impl TerraformExecutor {
         )
         .await?;
         Ok(())
+    }
+
+    /// Runs terraform in `sandbox` (the runner's `--bwrap` and the network job steps
+    /// get: `--sandbox-blocked-address`, `--sandbox-host-loopback`).
+    pub fn with_sandbox(self, sandbox: Sandbox) -> Self {
+        Self { sandbox, ..self }
+    }
+
+    /// Lets terraform install and run the providers of `providers` (the runner's
+    /// `--terraform-providers` and `--terraform-provider-mirror`).
+    pub fn with_providers(mut self, providers: ProviderAllowList) -> Self {
+        self.providers = providers;
+        self
+    }
+
+    /// The terraform binary as an absolute path (searched in `PATH` when it is a bare
+    /// name), so that it can be bound into the sandbox.
+    fn binary_path(&self) -> PathBuf {
+        let named = &self.binary;
+        let found = if named.components().count() > 1 {
+            Some(named.clone())
+        } else {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(named))
+                    .find(|candidate| candidate.is_file())
+            })
+        };
+        found
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .unwrap_or_else(|| named.clone())
+    }
+
+    /// Reads the static configuration of the module in `dir`, refusing providers the
+    /// allow-list does not name.
+    async fn checked_configuration(&self, dir: &Path) -> Result<Configuration, TerraformError> {
+        let dir = dir.to_owned();
+        let config = tokio::task::spawn_blocking(move || Configuration::read(&dir))
+            .await
+            .map_err(|e| TerraformError::Io {
+                what: "reading the module's configuration".into(),
+                source: std::io::Error::other(e),
+            })??;
+        self.providers.check(&config)?;
+        Ok(config)
+    }
+
+    /// Lays the module out (a plan of a deploy) or takes what the work dir holds (a
+    /// destroy, an observation) and reads its checked configuration; `None` when there
+    /// is nothing terraform would run.
+    async fn configuration_step(
+        &self,
+        ctx: &StepContext,
+        purpose: Purpose,
+    ) -> Result<Option<Configuration>, TerraformError> {
+        let dir = workspace::module_dir(&ctx.work_dir);
+        if purpose == Purpose::Observe || Self::destroys(ctx.operation) {
+            if !self.may_have_state(&dir) {
+                return Ok(None);
+            }
+            // With a bucket, a wiped work dir still has state to tear down: terraform
+            // runs in an empty module directory (the state names the providers, which
+            // the CLI configuration still limits).
+            tokio::fs::create_dir_all(&dir)
+                .await
+                .map_err(|source| TerraformError::Io {
+                    what: format!("creating {}", dir.display()),
+                    source,
+                })?;
+        } else {
+            let mut module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
+                TerraformError::InvalidDesiredState("it has neither terraform nor sandbox".into())
+            })?;
+            if let workspace::Origin::Directory(source) = &mut module.origin {
+                *source = module_paths::source(source, &self.module_roots)?;
+            }
+            workspace::lay_out(&dir, &module).await?;
+        }
+        Ok(Some(self.checked_configuration(&dir).await?))
     }
 
     /// Whether the Plan removes what the module manages.
@@ -259,23 +387,60 @@ impl TerraformExecutor {
         deadline: Instant,
         keep_stdout: bool,
     ) -> Result<Finished, TerraformError> {
-        let mut command = Command::new(&self.binary);
-        command.current_dir(dir).args(args).env_clear();
+        let io = |what: String| move |source| TerraformError::Io { what, source };
+        let plans = workspace::plans_dir(&ctx.work_dir);
+        tokio::fs::create_dir_all(&plans)
+            .await
+            .map_err(io(format!("creating {}", plans.display())))?;
+        let cli_config = ctx.work_dir.join(CLI_CONFIG);
+        tokio::fs::write(&cli_config, self.providers.cli_config())
+            .await
+            .map_err(io(format!("writing {}", cli_config.display())))?;
+        let binary = self.binary_path();
+        let mut binds = vec![
+            Bind::Writable(&plans),
+            Bind::ReadOnly(&cli_config),
+            Bind::ReadOnly(&binary),
+        ];
+        binds.extend(self.providers.mirrors().map(Bind::ReadOnly));
+        let mut argv = vec![binary.as_os_str()];
+        argv.extend(args.iter().map(OsStr::new));
+        let secret_variables = match workspace::module_of(&ctx.desired).ok().flatten() {
+            Some(module) => workspace::secret_variables(&module.variables, &ctx.env)?,
+            None => Default::default(),
+        };
+        let mut sandboxed = self.sandbox.command(Some(dir), true, &binds, &argv).await?;
+        let command = &mut sandboxed.command;
         for (name, value) in std::env::vars() {
-            if PASSED_ENV.contains(&name.as_str()) || name.starts_with("TF_") {
+            let terraform_setting = name.starts_with("TF_") && !OWN_ENV.contains(&name.as_str());
+            if PASSED_ENV.contains(&name.as_str()) || terraform_setting {
                 command.env(name, value);
             }
         }
         command
+            .env("PATH", super::job::SANDBOX_PATH)
+            .env("HOME", "/tmp")
+            .env("TF_CLI_CONFIG_FILE", &cli_config)
+            .env("CHECKPOINT_DISABLE", "1")
             .env("TF_IN_AUTOMATION", "1")
             .env("TF_INPUT", "0")
-            .envs(&ctx.env);
-        if let Some(module) = workspace::module_of(&ctx.desired).ok().flatten() {
-            command.envs(workspace::secret_variables(&module.variables, &ctx.env)?);
+            .envs(&ctx.env)
+            .envs(secret_variables);
+        // An AWS endpoint on the host's loopback (an emulator, a local egress proxy) is,
+        // from the sandbox's network namespace, the relay's gateway: reachable only when
+        // the customer lets the sandbox reach the host's loopback (as job steps).
+        if self.sandbox.network().host_loopback {
+            for (name, value) in &ctx.env {
+                if name.starts_with("AWS_ENDPOINT_URL")
+                    && let Some(seen) = super::job::loopback_as_seen_from_a_step(value)
+                {
+                    command.env(name, seen);
+                }
+            }
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         let timeout = remaining.max(Duration::from_millis(1));
-        match child::run(command, timeout, OUTPUT_LIMIT, keep_stdout).await {
+        match sandboxed.run(timeout, OUTPUT_LIMIT, keep_stdout).await {
             Err(ChildError::TimedOut { output, .. }) => Err(TerraformError::TimedOut {
                 command: args.first().copied().unwrap_or_default().to_owned(),
                 after: ctx.timeout,
@@ -331,27 +496,12 @@ impl TerraformExecutor {
         let deadline = Instant::now() + ctx.timeout;
         let dir = workspace::module_dir(&ctx.work_dir);
         let destroy = Self::destroys(ctx.operation);
-        if destroy {
-            if !self.may_have_state(&dir) {
-                return Ok(nothing_deployed());
-            }
-        } else {
-            let mut module = workspace::module_of(&ctx.desired)?.ok_or_else(|| {
-                TerraformError::InvalidDesiredState("it has neither terraform nor sandbox".into())
-            })?;
-            if let workspace::Origin::Directory(source) = &mut module.origin {
-                *source = module_paths::source(source, &self.module_roots)?;
-            }
-            workspace::lay_out(&dir, &module).await?;
+        // Laid out and checked again here, whether or not the runner asked for the
+        // configuration first: nothing runs unchecked.
+        if self.configuration_step(ctx, Purpose::Plan).await?.is_none() {
+            return Ok(nothing_deployed());
         }
         let plan_file = workspace::plan_file(&ctx.work_dir, &ctx.plan);
-        let plans = plan_file.parent().unwrap_or(&ctx.work_dir);
-        tokio::fs::create_dir_all(plans)
-            .await
-            .map_err(|source| TerraformError::Io {
-                what: format!("creating {}", plans.display()),
-                source,
-            })?;
         let plan_path = plan_file.to_string_lossy();
         self.init(ctx, &dir, deadline).await?;
         let out = format!("-out={plan_path}");
@@ -492,19 +642,15 @@ impl TerraformExecutor {
             // out. Reporting nothing deployed would be a false drift.
             return Err(TerraformError::NotLaidOut(dir.display().to_string()));
         }
-        if !self.may_have_state(&dir) {
+        if self
+            .configuration_step(ctx, Purpose::Observe)
+            .await?
+            .is_none()
+        {
             return Ok(plan_json::normalised_state(&Value::Null));
         }
         let plan_file = workspace::plan_file(&ctx.work_dir, "observe");
         let plan_path = plan_file.to_string_lossy();
-        if let Some(plans) = plan_file.parent() {
-            tokio::fs::create_dir_all(plans)
-                .await
-                .map_err(|source| TerraformError::Io {
-                    what: format!("creating {}", plans.display()),
-                    source,
-                })?;
-        }
         let out = format!("-out={plan_path}");
         let args = ["plan", "-refresh-only", "-input=false", "-no-color", &out];
         self.checked(ctx, &dir, &args, deadline, &[0]).await?;
@@ -551,6 +697,33 @@ impl Executor for TerraformExecutor {
     /// leaves what the cut apply completed alone.
     fn resumable(&self) -> bool {
         true
+    }
+
+    fn configuration<'a>(
+        &'a self,
+        ctx: &'a StepContext,
+        purpose: Purpose,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Diff>>> {
+        Box::pin(async move {
+            let Some(config) = self.configuration_step(ctx, purpose).await? else {
+                return Ok(None);
+            };
+            let document = config.document(|source| self.providers.allows(source));
+            let summary = format!(
+                "{} provider(s), {} module call(s), {} resource(s)",
+                config.providers.len(),
+                config.modules.len(),
+                config.resources.len()
+            );
+            Ok(Some(Diff {
+                input: PolicyInput::Static,
+                document,
+                summary,
+                changes: false,
+                resources: None,
+                basis: Value::Null,
+            }))
+        })
     }
 
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {

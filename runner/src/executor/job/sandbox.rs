@@ -124,11 +124,27 @@ pub fn exposing(path: &Path) -> Option<PathBuf> {
         })
 }
 
+/// A host path bound into the sandbox at the same path, besides the system paths and
+/// the working directory (terraform's saved plans, its binary and configuration).
+#[derive(Debug, Clone, Copy)]
+pub enum Bind<'a> {
+    /// Read-write (`--bind`).
+    Writable(&'a Path),
+    /// Read-only, when it exists (`--ro-bind-try`: a missing terraform binary fails
+    /// as `No such file` inside, like any missing command).
+    ReadOnly(&'a Path),
+}
+
 /// bubblewrap's arguments for a step whose writable directory is `dir` (none: no
 /// writable directory, working directory `/`), up to (not including) `--` and the
 /// command. With `network`, the step shares that network namespace (bubblewrap runs in
 /// it, [`StepNetwork::enter`]) and gets its `/etc/resolv.conf`; without, a new, empty one.
-pub fn args(dir: Option<&Path>, network: Option<&StepNetwork>) -> Vec<OsString> {
+/// `binds` are bound too, after `/tmp` (they may be under it).
+pub fn args(
+    dir: Option<&Path>,
+    network: Option<&StepNetwork>,
+    binds: &[Bind<'_>],
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
     push(&["--unshare-all", "--unshare-user"]);
@@ -167,10 +183,14 @@ pub fn args(dir: Option<&Path>, network: Option<&StepNetwork>) -> Vec<OsString> 
     }
     push(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
     // After /tmp: the directory may be under it.
-    if let Some(dir) = dir {
-        args.push("--bind".into());
-        args.push(dir.into());
-        args.push(dir.into());
+    let binds = binds.iter().map(|bind| match bind {
+        Bind::Writable(path) => ("--bind", *path),
+        Bind::ReadOnly(path) => ("--ro-bind-try", *path),
+    });
+    for (kind, path) in dir.map(|dir| ("--bind", dir)).into_iter().chain(binds) {
+        args.push(kind.into());
+        args.push(path.into());
+        args.push(path.into());
     }
     args.push("--chdir".into());
     args.push(dir.unwrap_or(Path::new("/")).into());
@@ -256,7 +276,7 @@ impl Sandbox {
         };
         let mut command = Command::new(&self.bwrap);
         command
-            .args(args(None, None))
+            .args(args(None, None, &[]))
             .args(["--", "/bin/true"])
             .env_clear();
         let done = child::run(command, Duration::from_secs(30), 4096, false)
@@ -273,13 +293,14 @@ impl Sandbox {
         }
     }
 
-    /// `argv` sandboxed with `dir` writable and its working directory, with network
-    /// (its own namespace, blocked addresses refused) when `network`. The environment
-    /// is empty: the caller sets it.
+    /// `argv` sandboxed with `dir` writable and its working directory, `binds` bound,
+    /// with network (its own namespace, blocked addresses refused) when `network`. The
+    /// environment is empty: the caller sets it.
     pub async fn command(
         &self,
         dir: Option<&Path>,
         network: bool,
+        binds: &[Bind<'_>],
         argv: &[impl AsRef<OsStr>],
     ) -> Result<Sandboxed, SandboxError> {
         let network = match network {
@@ -291,7 +312,7 @@ impl Sandbox {
             None => Command::new(&self.bwrap),
         };
         command
-            .args(args(dir, network.as_ref()))
+            .args(args(dir, network.as_ref(), binds))
             .arg("--")
             .args(argv)
             .env_clear();
@@ -312,7 +333,11 @@ mod tests {
 
     #[test]
     fn only_system_paths_and_the_step_dir_are_bound() {
-        let args = text(&args(Some(Path::new("/srv/state/work/action-x/job")), None));
+        let args = text(&args(
+            Some(Path::new("/srv/state/work/action-x/job")),
+            None,
+            &[],
+        ));
         assert!(!args.contains("--ro-bind / /"), "{args}");
         assert!(args.contains("--uid 65534 --gid 65534"), "{args}");
         assert!(args.contains("--unshare-user"), "{args}");

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `module/` | the module's files, `outpost.auto.tfvars.json`, with a state bucket `outpost_backend.tf.json` ([`super::StateBackend`]), and what terraform keeps: `.terraform/`, `.terraform.lock.hcl`, `terraform.tfstate` (local state, kept across Plans; none with a state bucket) |
 //! | `plans/<plan>.tfplan` | the saved plan of one Plan, applied by `apply`, removed after |
+//! | `terraform.rc` | the runner's terraform CLI configuration (the provider allow-list), rewritten before each command; read-only to terraform |
 
 use super::TerraformError;
 use super::module_paths;
@@ -130,9 +131,14 @@ pub fn module_dir(work_dir: &Path) -> PathBuf {
     work_dir.join("module")
 }
 
+/// The directory of saved plans under `work_dir`.
+pub fn plans_dir(work_dir: &Path) -> PathBuf {
+    work_dir.join("plans")
+}
+
 /// Where one Plan's saved plan lives.
 pub fn plan_file(work_dir: &Path, plan: &str) -> PathBuf {
-    work_dir.join("plans").join(format!("{plan}.tfplan"))
+    plans_dir(work_dir).join(format!("{plan}.tfplan"))
 }
 
 /// Replaces the module's files in `dir` with `spec`'s (keeping terraform's state and
