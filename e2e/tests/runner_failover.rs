@@ -376,9 +376,11 @@ async fn a_claim_or_result_whose_answer_died_with_its_replica_is_settled_on_the_
         all_succeeded(&plans, expected, 60).await;
         // The server commits before it answers: the Plan can be seen Succeeded an instant
         // before the answer reaches the proxy, which dies then.
-        eventually(10, &format!("{name}: the write's answer to be lost"), async || {
-            proxy.is_dead().then_some(())
-        })
+        eventually(
+            10,
+            &format!("{name}: the write's answer to be lost"),
+            async || proxy.is_dead().then_some(()),
+        )
         .await;
     }
     // The runner notices a dead replica on its next call, which may come after the Plan

@@ -44,8 +44,8 @@
 pub mod configuration;
 pub mod module_paths;
 mod plan_json;
-mod state_backend;
 pub mod providers;
+mod state_backend;
 mod workspace;
 
 use super::child::{ChildError, Finished, OUTPUT_LIMIT};
