@@ -4,6 +4,8 @@
 //! objects; the runner's `kubernetes_manifest` executor, with no kubeconfig, reaches
 //! the cluster a Plan's `cluster` block names with a token of the Plan's role.
 //!
+//! The roles are mapped by the stand-in's `kube-system/aws-auth` ConfigMap, as on EKS.
+//!
 //! Each actor: the provision role's token may write ConfigMaps, the maintenance role's
 //! may only read them (403, nothing stored); a token presigned for another host (real
 //! STS included), expired, or of an unmapped role is refused (401, nothing stored).
@@ -63,6 +65,20 @@ metadata: {name: maintenance-reads}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reader}
 subjects: [{kind: Group, name: "outpost:maintenance"}]
 "#;
+
+/// The `kube-system/aws-auth` ConfigMap mapping each `(role, user prefix, group)`:
+/// the role's sessions are `PREFIX:SESSION` in `group`.
+pub fn aws_auth(roles: &[(&str, &str, &str)]) -> String {
+    let mut map = String::new();
+    for (role, user, group) in roles {
+        map.push_str(&format!(
+            "    - rolearn: arn:aws:iam::{ACCOUNT}:role/{role}\n      username: \"{user}:{{{{SessionName}}}}\"\n      groups: [\"{group}\"]\n"
+        ));
+    }
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: aws-auth, namespace: kube-system}}\ndata:\n  mapRoles: |\n{map}"
+    )
+}
 
 /// moto, the stand-in cluster taking EKS tokens for [`CLUSTER`], and the credentials
 /// of the roles `u-provision`, `u-maintenance` and (mapped to nobody) `u-other`.
@@ -126,27 +142,26 @@ async fn setup() -> Setup {
     let maintenance = assume(&config, "u-maintenance").await;
     let other = assume(&config, "u-other").await;
     let dir = tempfile::tempdir().unwrap();
-    let roles = dir.path().join("roles.yaml");
-    std::fs::write(
-        &roles,
-        format!(
-            "- rolearn: arn:aws:iam::{ACCOUNT}:role/u-provision\n  username: \"provision:{{{{SessionName}}}}\"\n  groups: [\"outpost:provision\"]\n\
-             - rolearn: arn:aws:iam::{ACCOUNT}:role/u-maintenance\n  username: \"maintenance:{{{{SessionName}}}}\"\n  groups: [\"outpost:maintenance\"]\n"
-        ),
-    )
-    .unwrap();
     let sts = moto.endpoint();
     let cluster = ControlPlane::start_standin_cluster_with(&[
         "--eks-cluster-name",
         CLUSTER,
         "--eks-sts-endpoint",
         &sts,
-        "--eks-role-map",
-        roles.to_str().unwrap(),
     ])
     .await;
     let rbac = dir.path().join("rbac.yaml");
-    std::fs::write(&rbac, RBAC).unwrap();
+    std::fs::write(
+        &rbac,
+        format!(
+            "{}---\n{RBAC}",
+            aws_auth(&[
+                ("u-provision", "provision", "outpost:provision"),
+                ("u-maintenance", "maintenance", "outpost:maintenance"),
+            ])
+        ),
+    )
+    .unwrap();
     cluster
         .kubectl()
         .ok(&["apply", "-f", rbac.to_str().unwrap()]);

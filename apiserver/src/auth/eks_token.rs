@@ -12,7 +12,6 @@
 //! aws-iam-authenticator does this part and STS checks the signature.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
@@ -71,49 +70,34 @@ pub enum EksTokenError {
     Unmapped(String),
 }
 
-/// Why the role mapping file cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("role mapping {path}: {reason}")]
-pub struct RoleMapError {
-    path: String,
-    reason: String,
-}
-
 /// The stand-in cluster's EKS token authenticator.
 #[derive(Clone, Debug)]
 pub struct EksTokens {
     cluster: String,
     /// `http://HOST:PORT` of the STS emulator.
     sts: http::Uri,
-    roles: BTreeMap<String, RoleMapping>,
 }
 
 impl EksTokens {
-    /// Tokens for `cluster`, presigned for `sts` (`http://HOST:PORT`), their roles mapped
-    /// by `roles`.
-    pub fn new(cluster: &str, sts: http::Uri, roles: Vec<RoleMapping>) -> Self {
+    /// Tokens for `cluster`, presigned for `sts` (`http://HOST:PORT`).
+    pub fn new(cluster: &str, sts: http::Uri) -> Self {
         EksTokens {
             cluster: cluster.to_owned(),
             sts,
-            roles: roles.into_iter().map(|r| (r.rolearn.clone(), r)).collect(),
         }
     }
 
-    /// Reads the role mapping from a YAML list of `{rolearn, username, groups}`.
-    pub fn read_roles(path: &Path) -> Result<Vec<RoleMapping>, RoleMapError> {
-        let error = |reason: String| RoleMapError {
-            path: path.display().to_string(),
-            reason,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-        serde_saphyr::from_str(&text).map_err(|e| error(e.to_string()))
-    }
-
-    /// The user of an EKS token, checked at `now`.
-    pub async fn authenticate(&self, token: &str, now: SystemTime) -> Result<User, EksTokenError> {
+    /// The user of an EKS token, checked at `now`, its role mapped by `roles` (the
+    /// `aws-auth` ConfigMap's `mapRoles`, [`map_roles`]).
+    pub async fn authenticate(
+        &self,
+        token: &str,
+        now: SystemTime,
+        roles: &[RoleMapping],
+    ) -> Result<User, EksTokenError> {
         let url = self.presigned(token, now)?;
         let arn = self.caller(&url).await?;
-        self.user(&arn)
+        user(&arn, roles)
     }
 
     /// The presigned URL of `token` once its host, action, cluster and date are checked.
@@ -212,25 +196,41 @@ impl EksTokens {
             .map(str::to_owned)
             .ok_or_else(|| EksTokenError::Sts(format!("no Arn in {body}")))
     }
+}
 
-    /// The mapped user of an assumed-role ARN
-    /// (`arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION`).
-    fn user(&self, arn: &str) -> Result<User, EksTokenError> {
-        let unmapped = || EksTokenError::Unmapped(arn.to_owned());
-        let rest = arn.strip_prefix("arn:aws:sts::").ok_or_else(unmapped)?;
-        let (account, path) = rest.split_once(':').ok_or_else(unmapped)?;
-        let (role, session) = path
-            .strip_prefix("assumed-role/")
-            .and_then(|p| p.split_once('/'))
-            .ok_or_else(unmapped)?;
-        let role_arn = format!("arn:aws:iam::{account}:role/{role}");
-        let mapping = self.roles.get(&role_arn).ok_or_else(unmapped)?;
-        Ok(User {
-            name: mapping.username.replace("{{SessionName}}", session),
-            uid: format!("{UID_PREFIX}{account}:{role}:{session}"),
-            groups: mapping.groups.clone(),
-        })
-    }
+/// The user `roles` map an assumed-role ARN
+/// (`arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION`) to.
+fn user(arn: &str, roles: &[RoleMapping]) -> Result<User, EksTokenError> {
+    let unmapped = || EksTokenError::Unmapped(arn.to_owned());
+    let rest = arn.strip_prefix("arn:aws:sts::").ok_or_else(unmapped)?;
+    let (account, path) = rest.split_once(':').ok_or_else(unmapped)?;
+    let (role, session) = path
+        .strip_prefix("assumed-role/")
+        .and_then(|p| p.split_once('/'))
+        .ok_or_else(unmapped)?;
+    let role_arn = format!("arn:aws:iam::{account}:role/{role}");
+    let mapping = roles
+        .iter()
+        .find(|r| r.rolearn == role_arn)
+        .ok_or_else(unmapped)?;
+    Ok(User {
+        name: mapping.username.replace("{{SessionName}}", session),
+        uid: format!("{UID_PREFIX}{account}:{role}:{session}"),
+        groups: mapping.groups.clone(),
+    })
+}
+
+/// The namespace and name of the ConfigMap the role mapping is read from, as on EKS.
+pub const AWS_AUTH: (&str, &str) = ("kube-system", "aws-auth");
+
+/// The role mapping of an `aws-auth` ConfigMap: its `data.mapRoles`, a YAML list of
+/// `{rolearn, username, groups}`. An absent or malformed one maps nothing.
+pub fn map_roles(config_map: &serde_json::Value) -> Vec<RoleMapping> {
+    config_map
+        .pointer("/data/mapRoles")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|yaml| serde_saphyr::from_str(yaml).ok())
+        .unwrap_or_default()
 }
 
 /// Whether `user` was authenticated by an EKS token (and is authorized by RBAC).
@@ -257,15 +257,12 @@ mod tests {
     use super::*;
 
     fn tokens() -> EksTokens {
-        EksTokens::new(
-            "shop-eks",
-            "http://127.0.0.1:5000".parse().unwrap(),
-            vec![RoleMapping {
-                rolearn: "arn:aws:iam::123456789012:role/u-provision".into(),
-                username: "provision:{{SessionName}}".into(),
-                groups: vec!["outpost:provision".into()],
-            }],
-        )
+        EksTokens::new("shop-eks", "http://127.0.0.1:5000".parse().unwrap())
+    }
+
+    /// An `aws-auth` ConfigMap mapping the provision role.
+    fn aws_auth() -> serde_json::Value {
+        serde_json::json!({"data": {"mapRoles": "- rolearn: arn:aws:iam::123456789012:role/u-provision\n  username: \"provision:{{SessionName}}\"\n  groups: [\"outpost:provision\"]\n"}})
     }
 
     fn token(url: &str) -> String {
@@ -315,10 +312,12 @@ mod tests {
 
     #[test]
     fn an_assumed_role_maps_to_its_user_and_other_callers_to_none() {
-        let t = tokens();
-        let user = t
-            .user("arn:aws:sts::123456789012:assumed-role/u-provision/plan-1")
-            .unwrap();
+        let roles = map_roles(&aws_auth());
+        let user = user(
+            "arn:aws:sts::123456789012:assumed-role/u-provision/plan-1",
+            &roles,
+        )
+        .unwrap();
         assert_eq!(user.name, "provision:plan-1");
         assert_eq!(user.groups, ["outpost:provision"]);
         assert!(is_eks_user(&user));
@@ -328,10 +327,13 @@ mod tests {
             "arn:aws:sts::999999999999:assumed-role/u-provision/plan-1",
         ] {
             assert!(
-                matches!(t.user(arn), Err(EksTokenError::Unmapped(_))),
+                matches!(super::user(arn, &roles), Err(EksTokenError::Unmapped(_))),
                 "{arn}"
             );
         }
+        // No aws-auth ConfigMap, or a malformed one: nobody is mapped.
+        assert!(map_roles(&serde_json::json!({})).is_empty());
+        assert!(map_roles(&serde_json::json!({"data": {"mapRoles": "{{"}})).is_empty());
     }
 
     #[test]

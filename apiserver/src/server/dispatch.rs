@@ -10,6 +10,7 @@ use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
 use super::{approval, discovery, fence, inflight, list, objects, runner_token, watch, write};
+use crate::auth::eks_token::AWS_AUTH;
 use crate::auth::{Access, RunnerToken, User, eks_token, object_forbidden, rbac};
 use crate::request::{RequestInfo, ResourceRequest, Verb};
 use crate::standin_cluster::RBAC;
@@ -299,8 +300,16 @@ pub async fn authenticate_token(state: &ServerState, token: &str) -> Result<User
         return Ok(user.clone());
     }
     if let (Some(eks), true) = (&state.config.eks, token.starts_with(eks_token::PREFIX)) {
+        let roles = state
+            .config
+            .registry
+            .get("", "v1", "configmaps")
+            .and_then(|rt| state.cache(&rt).ok()?.get(Some(AWS_AUTH.0), AWS_AUTH.1))
+            .and_then(|cm| cm.value().ok())
+            .map(|cm| eks_token::map_roles(&cm))
+            .unwrap_or_default();
         return eks
-            .authenticate(token, std::time::SystemTime::now())
+            .authenticate(token, std::time::SystemTime::now(), &roles)
             .await
             .map_err(|error| {
                 tracing::info!(%error, "an EKS token is refused");
