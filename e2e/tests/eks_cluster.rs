@@ -292,7 +292,7 @@ async fn tokens_for_another_host_time_or_role_are_refused() {
     let s = setup().await;
     let expired = s.token_at(
         &s.provision,
-        SystemTime::now() - Duration::from_secs(10 * 60),
+        SystemTime::now() - Duration::from_secs(20 * 60),
     );
     let elsewhere = eks::token(
         &s.provision,

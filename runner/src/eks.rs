@@ -4,8 +4,8 @@
 //! The token is `k8s-aws-v1.` and the unpadded base64url of a presigned STS
 //! `GetCallerIdentity` URL whose signed headers include `x-k8s-aws-id: CLUSTER`. The
 //! cluster (aws-iam-authenticator) calls that URL and learns who signed it; it cannot
-//! use the token for anything else, nor for another cluster, nor after 60 seconds
-//! (plus STS's clock skew). The token lives only in the Plan's kube client: never on
+//! use the token for anything else, nor for another cluster, nor once it is 15 minutes
+//! old (aws-iam-authenticator's window). The token lives only in the Plan's kube client: never on
 //! disk, never in a Plan, log or audit event.
 //!
 //! Which cluster comes from the component's `cluster` block (rendered from the

@@ -1,7 +1,7 @@
 //! The stand-in cluster's side of EKS tokens (`k8s-aws-v1.`, what `aws eks get-token`
 //! mints), as aws-iam-authenticator does it: decode the presigned STS
-//! `GetCallerIdentity` URL, check it names this cluster and the configured STS and has
-//! not expired, call it, and map the caller's role to a user and groups (like the
+//! `GetCallerIdentity` URL, check it names this cluster and the configured STS and is
+//! less than 15 minutes old, call it, and map the caller's role to a user and groups (like the
 //! `aws-auth` ConfigMap's `mapRoles`). The user is then authorized by RBAC
 //! ([`super::rbac`]).
 //!
@@ -29,9 +29,10 @@ pub const CLUSTER_HEADER: &str = "x-k8s-aws-id";
 /// The uid prefix of users authenticated by an EKS token (aws-iam-authenticator's):
 /// such users are authorized by RBAC.
 pub const UID_PREFIX: &str = "aws-iam-authenticator:";
-/// The longest a presigned token is honoured, whatever its `X-Amz-Expires` says
-/// (aws-iam-authenticator's 15 minutes).
-const MAX_LIFETIME: Duration = Duration::from_secs(15 * 60);
+/// How long a token is honoured from its `X-Amz-Date`: aws-iam-authenticator's 15
+/// minutes (what `aws eks get-token`'s expiration says), whatever its `X-Amz-Expires`,
+/// which may not be longer.
+const LIFETIME: Duration = Duration::from_secs(15 * 60);
 /// How far in the future a token's date may be (clock skew).
 const SKEW: Duration = Duration::from_secs(5 * 60);
 
@@ -144,8 +145,10 @@ impl EksTokens {
         let expires = one("X-Amz-Expires")?
             .parse::<u64>()
             .map_err(|_| EksTokenError::Malformed("X-Amz-Expires"))?;
-        let lifetime = Duration::from_secs(expires).min(MAX_LIFETIME);
-        if now + SKEW < signed || signed + lifetime < now {
+        if Duration::from_secs(expires) > LIFETIME {
+            return Err(EksTokenError::Malformed("X-Amz-Expires above 15 minutes"));
+        }
+        if now + SKEW < signed || signed + LIFETIME < now {
             return Err(EksTokenError::Expired);
         }
         Ok(uri)
@@ -283,8 +286,14 @@ mod tests {
         let t = tokens();
         let signed_at = 1_700_000_000;
         assert!(t.presigned(&token(SIGNED), at(signed_at + 30)).is_ok());
+        assert!(t.presigned(&token(SIGNED), at(signed_at + 14 * 60)).is_ok());
+        let long = SIGNED.replace("X-Amz-Expires=60", "X-Amz-Expires=3600");
         assert!(matches!(
-            t.presigned(&token(SIGNED), at(signed_at + 61)),
+            t.presigned(&token(&long), at(signed_at)),
+            Err(EksTokenError::Malformed(_))
+        ));
+        assert!(matches!(
+            t.presigned(&token(SIGNED), at(signed_at + 15 * 60 + 1)),
             Err(EksTokenError::Expired)
         ));
         assert!(matches!(
