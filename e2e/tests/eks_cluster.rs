@@ -367,3 +367,65 @@ async fn a_plan_without_a_kubeconfig_deploys_under_its_role_and_maintenance_is_r
         "{error:#}"
     );
 }
+
+/// `spec.cluster` of a Component: the admin may name a manifest's cluster; a cluster
+/// on another type, or without an endpoint, is 422 and a viewer's write 403, nothing
+/// stored either way.
+#[tokio::test]
+async fn a_components_cluster_is_admitted_only_in_full_on_a_manifest() {
+    let cp = ControlPlane::start(outpost_e2e::Backend::Embedded).await;
+    let components = "/apis/outpost.dev/v1alpha1/namespaces/default/components";
+    let json = [("content-type", "application/json")];
+    let component = |name: &str, type_: &str, cluster: serde_json::Value| {
+        let mut spec = json!({"app": "shopfront", "type": type_, "cluster": cluster});
+        match type_ {
+            "kubernetes_manifest" => {
+                spec["manifest"] =
+                    json!({"content": "apiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n"})
+            }
+            _ => spec["job"] = json!({"image": "busybox:1.36", "command": ["true"]}),
+        }
+        json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Component",
+               "metadata": {"name": name}, "spec": spec})
+        .to_string()
+    };
+    let full = json!({"name": "{{ sandbox.outputs.cluster_name }}",
+                      "endpoint": "{{ sandbox.outputs.cluster_endpoint }}"});
+    let stored = async |name: &str| {
+        cp.raw(
+            Some(&cp.admin_token),
+            "GET",
+            &format!("{components}/{name}"),
+            &[],
+            "",
+        )
+        .await
+        .status
+    };
+
+    let post = async |token: &str, body: String| {
+        cp.raw(Some(token), "POST", components, &json, body).await
+    };
+    let manifest = "kubernetes_manifest";
+    let (admin, viewer) = (&cp.admin_token, &cp.viewer_token);
+
+    let reply = post(viewer, component("by-viewer", manifest, full.clone())).await;
+    assert_eq!(reply.status, 403, "{}", reply.text);
+    assert_eq!(stored("by-viewer").await, 404);
+
+    let reply = post(admin, component("on-a-job", "job", full.clone())).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert!(reply.text.contains("spec.cluster"), "{}", reply.text);
+    assert_eq!(stored("on-a-job").await, 404);
+
+    let no_endpoint = json!({"name": "eks", "endpoint": ""});
+    let reply = post(admin, component("no-endpoint", manifest, no_endpoint)).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    let endpoint = reply.text.contains("spec.cluster.endpoint");
+    assert!(endpoint, "{}", reply.text);
+    assert_eq!(stored("no-endpoint").await, 404);
+
+    let reply = post(admin, component("web", manifest, full.clone())).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.json["spec"]["cluster"], full);
+}
