@@ -68,6 +68,11 @@ pub struct ComponentSpec {
     /// Source for `job`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobSource>,
+    /// The cluster a `kubernetes_manifest` goes into when the runner has no kubeconfig:
+    /// its Plans reach it with an EKS token of their role. Templates, usually of the
+    /// sandbox's outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterAccess>,
     /// Components (of the same App) deployed before this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<String>,
@@ -143,6 +148,20 @@ pub struct ManifestSource {
 impl ManifestSource {
     /// The output every applied manifest reports: the applied objects' references.
     pub const OBJECTS_OUTPUT: &'static str = "objects";
+}
+
+/// An EKS cluster a component's Plans reach with a token of their role (what
+/// `aws eks get-token` mints), as `aws eks update-kubeconfig` would name it.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterAccess {
+    /// The cluster's name, signed into each token.
+    pub name: String,
+    /// The cluster's API server URL.
+    pub endpoint: String,
+    /// The base64 PEM CA bundle of the API server.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub certificate_authority_data: String,
 }
 
 /// A Helm chart.
@@ -322,7 +341,19 @@ impl Validate for Component {
                 format!("only spec.{wanted} may be set for this spec.type"),
             ));
         }
+        if spec.cluster.is_some() && spec.type_ != ComponentType::KubernetesManifest {
+            errors.push(FieldError::forbidden(
+                "spec.cluster",
+                "only a kubernetes_manifest component names a cluster",
+            ));
+        }
         let required = [
+            spec.cluster
+                .as_ref()
+                .map(|c| ("spec.cluster.name", c.name.as_str())),
+            spec.cluster
+                .as_ref()
+                .map(|c| ("spec.cluster.endpoint", c.endpoint.as_str())),
             spec.manifest
                 .as_ref()
                 .map(|m| ("spec.manifest.content", m.content.as_str())),
@@ -552,6 +583,30 @@ mod tests {
                     FieldErrorKind::Invalid
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn a_cluster_is_named_only_by_a_manifest_and_in_full() {
+        let mut c = web();
+        c.spec.cluster = Some(ClusterAccess {
+            name: "{{ sandbox.outputs.cluster_name }}".into(),
+            endpoint: "{{ sandbox.outputs.cluster_endpoint }}".into(),
+            certificate_authority_data: String::new(),
+        });
+        assert_eq!(errors(&c), []);
+        c.spec.cluster.as_mut().unwrap().endpoint = String::new();
+        assert_eq!(
+            errors(&c),
+            [("spec.cluster.endpoint".into(), FieldErrorKind::Required)]
+        );
+        c.spec.cluster.as_mut().unwrap().endpoint = "https://k".into();
+        c.spec.type_ = ComponentType::Job;
+        c.spec.job = serde_json::from_value(json!({"image": "i"})).unwrap();
+        c.spec.manifest = None;
+        assert_eq!(
+            errors(&c),
+            [("spec.cluster".into(), FieldErrorKind::Forbidden)]
         );
     }
 

@@ -46,8 +46,8 @@ pub use action::{Action, ActionSpec, Step, Trigger, TriggerKind};
 pub use app::{App, AppSpec, AppStatus, RunnerSettings, Sandbox, SandboxType};
 pub use audit_event::{AuditEvent, AuditEventSpec, AuditEventType};
 pub use component::{
-    CloudFormationSource, Component, ComponentSpec, ComponentStatus, ComponentType, HelmSource,
-    ImageSource, JobSource, ManifestSource, TerraformSource,
+    CloudFormationSource, ClusterAccess, Component, ComponentSpec, ComponentStatus, ComponentType,
+    HelmSource, ImageSource, JobSource, ManifestSource, TerraformSource,
 };
 pub use crd::{GROUP, VERSION, crds};
 pub use drift::{DriftRemediation, DriftSettings, DriftState};

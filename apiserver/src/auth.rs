@@ -5,8 +5,11 @@
 //! watch; `outpost:approvers` ([`APPROVERS`]) may read like viewers and decide on Plans
 //! (`plans/NAME/approval`); runners (`outpost:runners`, authenticated by [`RunnerToken`]s) reach only
 //! their own install's objects ([`authorize_runner`]). Health, readiness and
-//! `/version` need no token.
+//! `/version` need no token. The stand-in cluster also takes EKS tokens
+//! ([`eks_token`]) and authorizes their users by RBAC ([`rbac`]).
 
+pub mod eks_token;
+pub mod rbac;
 mod runner_access;
 mod runner_token;
 

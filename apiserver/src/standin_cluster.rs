@@ -11,9 +11,14 @@
 
 use crate::registry::{PrinterColumn, ResourceType};
 
+/// The RBAC API group.
+pub const RBAC: &str = "rbac.authorization.k8s.io";
+
 /// The served kinds: core `v1` ConfigMap, Secret, Service and Namespace (cluster
 /// scoped), `apps/v1` Deployment and StatefulSet, `networking.k8s.io/v1` Ingress and NetworkPolicy,
-/// `policy/v1` PodDisruptionBudget (what the Helm chart in `charts/outpost/` installs).
+/// `policy/v1` PodDisruptionBudget (what the Helm chart in `charts/outpost/` installs),
+/// and `rbac.authorization.k8s.io/v1` ClusterRole, ClusterRoleBinding, Role and
+/// RoleBinding (what EKS-token users are authorized by, [`crate::auth::rbac`]).
 pub fn kinds() -> Vec<ResourceType> {
     let kind = |group: &str, kind: &str, plural: &str, namespaced: bool, short: &[&str]| {
         let mut rt = ResourceType::schemaless(group, "v1", kind, plural, namespaced);
@@ -50,6 +55,16 @@ pub fn kinds() -> Vec<ResourceType> {
             true,
             &["pdb"],
         ),
+        kind(RBAC, "ClusterRole", "clusterroles", false, &[]),
+        kind(
+            RBAC,
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            &[],
+        ),
+        kind(RBAC, "Role", "roles", true, &[]),
+        kind(RBAC, "RoleBinding", "rolebindings", true, &[]),
     ]
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::builder::TypedValueParser as _;
 use outpost_apiserver::auth::TokenFile;
+use outpost_apiserver::auth::eks_token::EksTokens;
 use outpost_apiserver::limits::{self, Limits};
 use outpost_apiserver::server::{ApiServer, ConnectionLimits, InflightLimits, ServerConfig};
 use outpost_apiserver::storage::{EmbeddedOptions, EtcdTls, StoreLocation};
@@ -62,6 +63,16 @@ pub struct ServerArgs {
     /// no rollouts, no addresses).
     #[arg(long)]
     standin_cluster: bool,
+    /// With `--standin-cluster`: also take EKS tokens (`aws eks get-token`) for this
+    /// cluster name, as aws-iam-authenticator does: their roles are mapped to users and
+    /// groups by the `kube-system/aws-auth` ConfigMap's `mapRoles`, and those are
+    /// authorized by the stand-in's RBAC objects. Needs `--eks-sts-endpoint`.
+    #[arg(long, requires_all = ["standin_cluster", "eks_sts_endpoint"])]
+    eks_cluster_name: Option<String>,
+    /// The STS emulator (`http://HOST:PORT`, e.g. moto) EKS tokens must be presigned for;
+    /// the presigned `GetCallerIdentity` is called there.
+    #[arg(long, requires = "eks_cluster_name")]
+    eks_sts_endpoint: Option<http::Uri>,
     /// The largest request body accepted (413 RequestEntityTooLarge above); also bounds
     /// what the `copy` operations of one JSON patch may add. kube-apiserver's: 3 MiB.
     #[arg(long, default_value_t = limits::DEFAULT_MAX_REQUEST_BODY_BYTES)]
@@ -136,6 +147,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::outpost(tokens);
     if args.standin_cluster {
         config.registry = config.registry.with_standin_cluster();
+    }
+    if let (Some(cluster), Some(sts)) = (&args.eks_cluster_name, &args.eks_sts_endpoint) {
+        config.eks = Some(std::sync::Arc::new(EksTokens::new(cluster, sts.clone())));
     }
     config.bookmark_interval = std::time::Duration::from_secs(args.watch_bookmark_seconds.max(1));
     config.watch_window = args.watch_window;

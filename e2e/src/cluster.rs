@@ -146,6 +146,12 @@ impl ControlPlane {
         Self::start_with(Backend::Embedded, true, &[]).await
     }
 
+    /// [`ControlPlane::start_standin_cluster`] with more `flags` (the EKS token
+    /// authenticator's).
+    pub async fn start_standin_cluster_with(flags: &[&str]) -> ControlPlane {
+        Self::start_with(Backend::Embedded, true, flags).await
+    }
+
     /// Starts `outpost server` on the etcd cluster `etcd` (every member in `--store`),
     /// on a free port, over TLS. [`ControlPlane::start_replica`] adds more replicas.
     pub async fn start_on(etcd: &EtcdCluster) -> ControlPlane {

@@ -82,6 +82,7 @@ use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_iam::config::{Credentials, SharedCredentialsProvider};
+use base64::Engine as _;
 use kube_client::api::{Api, DeleteParams, ListParams};
 use outpost_api::{
     AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
@@ -175,7 +176,11 @@ impl Customer {
     /// Starts moto and spends the unauthenticated calls on the default subnet and an
     /// admin user with an access key; from then on IAM is enforced.
     async fn start() -> Customer {
-        let moto = start_moto();
+        Customer::start_on(start_moto(), true).await
+    }
+
+    /// [`Customer::start`] on `moto`, which enforces IAM when `enforced` (checked).
+    async fn start_on(moto: Moto, enforced: bool) -> Customer {
         let (vpc, subnet) = moto.default_subnet();
         let bootstrap = aws_sdk_iam::Client::new(&moto.sdk("bootstrap", "bootstrap", None));
         bootstrap
@@ -202,14 +207,16 @@ impl Customer {
             .expect("CreateAccessKey");
         let key = key.access_key().expect("an access key");
         let admin = moto.sdk(key.access_key_id(), key.secret_access_key(), None);
-        // IAM is enforced now: unknown credentials are refused.
-        let stranger = aws_sdk_iam::Client::new(&moto.sdk("AKIASTRANGER", "nope", None));
-        let refused = stranger.list_roles().send().await.unwrap_err();
-        assert_eq!(
-            refused.raw_response().map(|r| r.status().as_u16()),
-            Some(403),
-            "moto enforces IAM: {refused:?}"
-        );
+        if enforced {
+            // IAM is enforced now: unknown credentials are refused.
+            let stranger = aws_sdk_iam::Client::new(&moto.sdk("AKIASTRANGER", "nope", None));
+            let refused = stranger.list_roles().send().await.unwrap_err();
+            assert_eq!(
+                refused.raw_response().map(|r| r.status().as_u16()),
+                Some(403),
+                "moto enforces IAM: {refused:?}"
+            );
+        }
         Customer {
             moto,
             admin,
@@ -719,7 +726,9 @@ struct RunnerLaunch {
     key_parameter: String,
     checkpoint_parameter: String,
     moto_endpoint: String,
-    kubeconfig: PathBuf,
+    /// The stand-in cluster's admin kubeconfig; `None`: each Plan reaches the cluster
+    /// its `cluster` block names with an EKS token of its role.
+    kubeconfig: Option<PathBuf>,
     /// The instance role's access key id, secret and session token.
     credentials: (String, String, String),
     state: PathBuf,
@@ -759,8 +768,11 @@ impl RunnerLaunch {
             // of their own) reach it through the relay's gateway only when allowed to.
             .arg("--sandbox-host-loopback")
             .args(["--stack-refresh-seconds", "2"])
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .args(
+                self.kubeconfig
+                    .iter()
+                    .flat_map(|k| [std::ffi::OsStr::new("--kubeconfig"), k.as_os_str()]),
+            )
             .arg("--terraform")
             .arg(on_path("terraform"))
             .arg("--bwrap")
@@ -816,7 +828,92 @@ fn with_a_leaky_step(example: &std::path::Path) {
 }
 
 async fn start_with(backend: Backend, record: bool) -> Flow {
-    let customer = Customer::start().await;
+    start_flow(backend, record, ClusterAccess::Kubeconfig).await
+}
+
+/// How the runner reaches the install's cluster (the stand-in).
+#[derive(Clone, Copy, PartialEq)]
+enum ClusterAccess {
+    /// With the stand-in's admin kubeconfig (`--kubeconfig`).
+    Kubeconfig,
+    /// Without a kubeconfig: with EKS tokens of each Plan's role, which the stand-in
+    /// checks with moto's STS. moto then cannot enforce IAM: it would check the
+    /// signature of the STS call the stand-in makes, which restates the token's
+    /// presigned credential as a header (see `apiserver/src/auth/eks_token.rs`).
+    EksTokens,
+}
+
+/// The cluster's name: the sandbox's `cluster_name` output in the EKS flow.
+const EKS_CLUSTER: &str = "globex-eks";
+
+/// The test's copy of the example for [`ClusterAccess::EksTokens`]: the sandbox outputs
+/// the stand-in's name, endpoint and CA (as an `aws_eks_cluster` would), every
+/// kubernetes_manifest names its cluster from them, and `cache` deploys with the
+/// provision role (web keeps the maintenance role).
+fn with_eks_cluster(example: &Path, cluster: &ControlPlane) {
+    let app = example.join("app.yaml");
+    let text = std::fs::read_to_string(&app).unwrap();
+    let output = "        output \"cluster_name\" {\n          value = terraform_data.cluster.output.name\n        }\n";
+    assert!(text.contains(output), "app.yaml's cluster_name output");
+    let ca =
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cluster.tls.ca).unwrap());
+    let outputs = format!(
+        "        output \"cluster_name\" {{\n          value = \"{EKS_CLUSTER}\"\n        }}\n\
+         \n        output \"cluster_endpoint\" {{\n          value = \"{}\"\n        }}\n\
+         \n        output \"cluster_ca\" {{\n          value = \"{ca}\"\n        }}\n",
+        cluster.url
+    );
+    std::fs::write(&app, text.replace(output, &outputs)).unwrap();
+    let components = example.join("components.yaml");
+    let text = std::fs::read_to_string(&components).unwrap();
+    let manifest = "  type: kubernetes_manifest\n";
+    assert!(text.contains(manifest), "components.yaml's manifests");
+    let text = text.replace(
+        manifest,
+        "  type: kubernetes_manifest\n  cluster:\n    name: \"{{ sandbox.outputs.cluster_name }}\"\n    endpoint: \"{{ sandbox.outputs.cluster_endpoint }}\"\n    certificateAuthorityData: \"{{ sandbox.outputs.cluster_ca }}\"\n",
+    );
+    let cache = "  name: cache\nspec:\n  app: shopfront\n";
+    assert!(text.contains(cache), "components.yaml's cache");
+    let text = text.replace(
+        cache,
+        &format!("{cache}  operationRoles:\n    deploy: \"{{{{ install.id }}}}-provision\"\n"),
+    );
+    std::fs::write(&components, text).unwrap();
+}
+
+/// The cluster's RBAC in the EKS flow: the provision role's group may do anything,
+/// the maintenance role's may only read.
+const EKS_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: provisioner}
+rules: [{apiGroups: ["*"], resources: ["*"], verbs: ["*"]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: provision}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: provisioner}
+subjects: [{kind: Group, name: "outpost:provision"}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: reader}
+rules: [{apiGroups: ["*"], resources: ["*"], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: maintenance}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reader}
+subjects: [{kind: Group, name: "outpost:maintenance"}]
+"#;
+
+async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Flow {
+    let eks = access == ClusterAccess::EksTokens;
+    let customer = if eks {
+        Customer::start_on(Moto::start(), false).await
+    } else {
+        Customer::start().await
+    };
     // The vendor's registry with the shop's image, and the install's registry it is
     // copied into (web-image).
     let vendor = Registry::start().await;
@@ -832,13 +929,27 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
     } else {
         None
     };
-    let cluster = ControlPlane::start_standin_cluster().await;
+    let cluster = if eks {
+        let sts = customer.moto.endpoint();
+        ControlPlane::start_standin_cluster_with(&[
+            "--eks-cluster-name",
+            EKS_CLUSTER,
+            "--eks-sts-endpoint",
+            &sts,
+        ])
+        .await
+    } else {
+        ControlPlane::start_standin_cluster().await
+    };
     let controllers = cp.start_controllers("customer-aws");
     let kubectl = cp.kubectl();
     let example_dir = tempfile::tempdir().unwrap();
     let example = example_with_registries(example_dir.path(), &vendor, &registry);
     if record {
         with_a_leaky_step(&example);
+    }
+    if eks {
+        with_eks_cluster(&example, &cluster);
     }
     kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
     let client = cp.client().await;
@@ -849,6 +960,24 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
     .await;
     let installs: Api<outpost_api::Install> = Api::namespaced(client.clone(), "default");
     let uid = installs.get(INSTALL).await.unwrap().metadata.uid.unwrap();
+    if eks {
+        // The customer maps each lifecycle role to its own identity in the cluster.
+        let rbac = example_dir.path().join("cluster-rbac.yaml");
+        let roles =
+            ["provision", "maintenance"].map(|r| (format!("{uid}-{r}"), r, format!("outpost:{r}")));
+        let roles: Vec<(&str, &str, &str)> = roles
+            .iter()
+            .map(|(a, b, c)| (a.as_str(), *b, c.as_str()))
+            .collect();
+        std::fs::write(
+            &rbac,
+            format!("{}---\n{EKS_RBAC}", crate::eks_cluster::aws_auth(&roles)),
+        )
+        .unwrap();
+        cluster
+            .kubectl()
+            .ok(&["apply", "-f", rbac.to_str().unwrap()]);
+    }
 
     // The vendor hands the customer the template and a runner token.
     let template = outpost(&["stack", &format!("default/{INSTALL}")], &cp);
@@ -970,7 +1099,7 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         key_parameter: outputs["RunnerPublicKeyParameter"].clone(),
         checkpoint_parameter: outputs["AuditCheckpointParameter"].clone(),
         moto_endpoint: customer.moto.endpoint(),
-        kubeconfig: cluster.kubeconfig(&cluster.admin_token),
+        kubeconfig: (!eks).then(|| cluster.kubeconfig(&cluster.admin_token)),
         credentials: (
             credentials.access_key_id().to_owned(),
             credentials.secret_access_key().to_owned(),
@@ -1023,17 +1152,19 @@ async fn start_with(backend: Backend, record: bool) -> Flow {
         credentials.secret_access_key(),
         Some(credentials.session_token()),
     );
-    let refused = aws_sdk_secretsmanager::Client::new(&runner_credentials)
-        .get_secret_value()
-        .secret_id(&token_secret)
-        .send()
-        .await
-        .expect_err("the revoked runner role reads the token");
-    assert_eq!(
-        refused.raw_response().map(|r| r.status().as_u16()),
-        Some(403),
-        "{refused:?}"
-    );
+    if !eks {
+        let refused = aws_sdk_secretsmanager::Client::new(&runner_credentials)
+            .get_secret_value()
+            .secret_id(&token_secret)
+            .send()
+            .await
+            .expect_err("the revoked runner role reads the token");
+        assert_eq!(
+            refused.raw_response().map(|r| r.status().as_u16()),
+            Some(403),
+            "{refused:?}"
+        );
+    }
     Flow {
         plans: Api::namespaced(client, "default"),
         proxy,
@@ -2175,4 +2306,54 @@ async fn a_runner_whose_state_dir_is_wiped_finds_terraform_state_in_the_bucket()
     }
     // Still the bucket's state, not a new one on the new runner's disk.
     assert!(!local.exists(), "{} exists", local.display());
+}
+
+/// Issue 19, cluster access without a kubeconfig: the stack-booted runner, started
+/// without `--kubeconfig`, reaches the install's cluster (the stand-in, named by the
+/// sandbox's outputs) with an EKS token minted under each Plan's role. The cluster maps
+/// each lifecycle role to its own group: `cache`, deployed with the provision role, is
+/// applied; `web`, deployed with the maintenance role, which the cluster lets only
+/// read, is refused by the cluster (403) and nothing of it is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_kubeconfig_each_plan_reaches_the_cluster_with_an_eks_token_of_its_role() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Service;
+    let flow = start_flow(Backend::Embedded, false, ClusterAccess::EksTokens).await;
+    let deploy_of = async |entity: &str, wanted: PlanPhase| {
+        flow.all_plans().await.into_iter().find(|p| {
+            p.spec.entity.name == entity
+                && p.spec.operation == Operation::Deploy
+                && phase(p) == Some(wanted)
+        })
+    };
+    let cache = eventually(300, "cache's deploy Plan to succeed", async || {
+        deploy_of("cache", PlanPhase::Succeeded).await
+    })
+    .await;
+    assert_eq!(
+        cache.status.unwrap().role.unwrap().name,
+        format!("{}-provision", flow.uid)
+    );
+    let services: Api<Service> = Api::namespaced(flow.cluster.client().await, "shopfront");
+    assert!(services.get_opt("cache").await.unwrap().is_some());
+
+    let web = eventually(300, "web's deploy Plan to fail", async || {
+        deploy_of("web", PlanPhase::Failed).await
+    })
+    .await;
+    let status = web.status.unwrap();
+    assert_eq!(
+        status.role.unwrap().name,
+        format!("{}-maintenance", flow.uid)
+    );
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "User \"maintenance:{}\" cannot patch resource \"deployments\"",
+            web.metadata.uid.clone().unwrap()
+        )),
+        "{message}"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(flow.cluster.client().await, "shopfront");
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
 }

@@ -14,6 +14,7 @@ mod controllers;
 mod customer_aws;
 mod dashboard;
 mod drift;
+mod eks_cluster;
 mod etcd_tls;
 mod flow;
 mod ha;

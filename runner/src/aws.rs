@@ -300,16 +300,10 @@ impl Account {
 /// `AWS_ENDPOINT_URL`. `None` when the environment holds no role credentials or no
 /// region: the Plan resolved no AWS role, and nothing falls back to the runner's own.
 pub fn plan_role_config(env: &BTreeMap<String, String>, region: Option<&str>) -> Option<SdkConfig> {
-    use aws_sdk_sts::config::{Credentials, SharedCredentialsProvider};
+    use aws_sdk_sts::config::SharedCredentialsProvider;
     let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
     let region = region.map(str::to_owned).or_else(|| var("AWS_REGION"))?;
-    let credentials = Credentials::new(
-        var("AWS_ACCESS_KEY_ID")?,
-        var("AWS_SECRET_ACCESS_KEY")?,
-        var("AWS_SESSION_TOKEN"),
-        None,
-        "outpost-plan-role",
-    );
+    let credentials = plan_role_credentials(env)?;
     let mut config = SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region))
@@ -319,6 +313,21 @@ pub fn plan_role_config(env: &BTreeMap<String, String>, region: Option<&str>) ->
         config = config.endpoint_url(endpoint);
     }
     Some(config.build())
+}
+
+/// The Plan role's credentials in a step's environment ([`Account::environment`]);
+/// `None` when it holds none.
+pub fn plan_role_credentials(
+    env: &BTreeMap<String, String>,
+) -> Option<aws_sdk_sts::config::Credentials> {
+    let var = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
+    Some(aws_sdk_sts::config::Credentials::new(
+        var("AWS_ACCESS_KEY_ID")?,
+        var("AWS_SECRET_ACCESS_KEY")?,
+        var("AWS_SESSION_TOKEN"),
+        None,
+        "outpost-plan-role",
+    ))
 }
 
 /// The HTTP client every AWS SDK client of the runner uses: hyper with rustls on

@@ -65,7 +65,8 @@ impl Executors {
     /// The executors built into this runner binary, configured from `args`:
     /// `terraform_module` (also the sandbox), `cloudformation` (also a `cloudformation`
     /// sandbox), `job` (also actions' steps), `container_image`, and
-    /// `kubernetes_manifest` and `helm_chart` when a kubeconfig is given.
+    /// `kubernetes_manifest` and `helm_chart` when a kubeconfig is given (a stack-booted
+    /// runner without one: `kubernetes_manifest` into each Plan's `cluster` under its role).
     pub async fn standard(args: &crate::RunnerArgs) -> anyhow::Result<Self> {
         let mut executors = Self::new();
         if let Some(path) = &args.kubeconfig {
@@ -93,6 +94,13 @@ impl Executors {
                     renderer,
                     args.module_roots.clone(),
                 )),
+            );
+        } else if args.stack.is_some() {
+            // A stack-booted runner without a kubeconfig reaches each Plan's cluster
+            // under the Plan's role (an EKS token), from the Plan's `cluster` block.
+            executors.insert(
+                "kubernetes_manifest",
+                Arc::new(crate::executor::eks_cluster::PlanRoleClusterExecutor),
             );
         }
         use crate::executor::terraform::{ProviderAllowList, TerraformExecutor};

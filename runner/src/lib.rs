@@ -13,6 +13,7 @@ pub mod audit;
 pub mod aws;
 pub mod claim;
 pub mod drift;
+pub mod eks;
 pub mod example_image;
 pub mod execute;
 pub mod executor;

@@ -10,8 +10,10 @@ use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
 use super::{approval, discovery, fence, inflight, list, objects, runner_token, watch, write};
-use crate::auth::{Access, RunnerToken, User, object_forbidden};
+use crate::auth::eks_token::AWS_AUTH;
+use crate::auth::{Access, RunnerToken, User, eks_token, object_forbidden, rbac};
 use crate::request::{RequestInfo, ResourceRequest, Verb};
+use crate::standin_cluster::RBAC;
 use crate::status::ApiError;
 
 /// Query parameters, by name.
@@ -137,11 +139,12 @@ async fn answer_as(
     path: String,
     user: User,
 ) -> Result<Response, ApiError> {
-    let access = state
-        .config
-        .authorizer
-        .authorize(&user, &info)
-        .map_err(ApiError::Forbidden)?;
+    let access = if eks_token::is_eks_user(&user) {
+        rbac::authorize(&rbac_objects(state, &info)?, &user, &info)
+    } else {
+        state.config.authorizer.authorize(&user, &info)
+    }
+    .map_err(ApiError::Forbidden)?;
     let resource = match info {
         RequestInfo::NonResource { .. } => {
             if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -249,10 +252,69 @@ async fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, 
     authenticate_token(state, token).await
 }
 
+/// The RBAC objects `info` is decided on, from the watch caches: every cluster-scoped
+/// one, and the namespaced ones of its namespace.
+fn rbac_objects(state: &ServerState, info: &RequestInfo) -> Result<rbac::RbacObjects, ApiError> {
+    fn read<T: serde::de::DeserializeOwned>(
+        state: &ServerState,
+        plural: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<T>, ApiError> {
+        let Some(rt) = state.config.registry.get(RBAC, "v1", plural) else {
+            return Ok(Vec::new());
+        };
+        Ok(state
+            .cache(&rt)?
+            .list(namespace, None, |_| true)
+            .objects
+            .iter()
+            .filter_map(|o| serde_json::from_slice(o.json()).ok())
+            .collect())
+    }
+    let namespace = match info {
+        RequestInfo::Resource(r) => r.namespace.as_deref(),
+        RequestInfo::NonResource { .. } => None,
+    };
+    // Namespaced objects only for a namespaced request: cluster-scoped requests are
+    // decided on ClusterRoleBindings alone.
+    let namespaced = namespace.is_some();
+    Ok(rbac::RbacObjects {
+        cluster_roles: read(state, "clusterroles", None)?,
+        cluster_role_bindings: read(state, "clusterrolebindings", None)?,
+        roles: if namespaced {
+            read(state, "roles", namespace)?
+        } else {
+            Vec::new()
+        },
+        role_bindings: if namespaced {
+            read(state, "rolebindings", namespace)?
+        } else {
+            Vec::new()
+        },
+    })
+}
+
 /// The user a bearer token belongs to (the dashboard's session cookie carries one too).
 pub async fn authenticate_token(state: &ServerState, token: &str) -> Result<User, ApiError> {
     if let Some(user) = state.config.tokens.authenticate(token) {
         return Ok(user.clone());
+    }
+    if let (Some(eks), true) = (&state.config.eks, token.starts_with(eks_token::PREFIX)) {
+        let roles = state
+            .config
+            .registry
+            .get("", "v1", "configmaps")
+            .and_then(|rt| state.cache(&rt).ok()?.get(Some(AWS_AUTH.0), AWS_AUTH.1))
+            .and_then(|cm| cm.value().ok())
+            .map(|cm| eks_token::map_roles(&cm))
+            .unwrap_or_default();
+        return eks
+            .authenticate(token, std::time::SystemTime::now(), &roles)
+            .await
+            .map_err(|error| {
+                tracing::info!(%error, "an EKS token is refused");
+                ApiError::Unauthorized
+            });
     }
     let runner = RunnerToken::parse(token).ok_or(ApiError::Unauthorized)?;
     let installs = state

@@ -28,6 +28,7 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::response::Response;
 
+use crate::auth::eks_token::EksTokens;
 use crate::auth::{Authorizer, GroupAuthorizer, TokenFile};
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
@@ -50,6 +51,8 @@ pub struct ServerConfig {
     pub tokens: TokenFile,
     /// Who may do what.
     pub authorizer: Arc<dyn Authorizer>,
+    /// The stand-in cluster's EKS tokens (their users are authorized by RBAC), if taken.
+    pub eks: Option<Arc<EksTokens>>,
     /// Events kept per resource type for watches from an older revision.
     pub watch_window: usize,
     /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
@@ -69,6 +72,7 @@ impl ServerConfig {
             registry: Registry::outpost(),
             tokens,
             authorizer: Arc::new(GroupAuthorizer),
+            eks: None,
             watch_window: 10_000,
             bookmark_interval: Duration::from_secs(10),
             limits: crate::limits::Limits::default(),

@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod cloudformation;
+pub mod eks_cluster;
 pub mod helm;
 pub mod image;
 pub mod job;

@@ -1,0 +1,251 @@
+//! Cluster access without a kubeconfig: a stack-booted runner reaches an install's EKS
+//! cluster with a token minted under the Plan's role, as `aws eks get-token` does.
+//!
+//! The token is `k8s-aws-v1.` and the unpadded base64url of a presigned STS
+//! `GetCallerIdentity` URL whose signed headers include `x-k8s-aws-id: CLUSTER`. The
+//! cluster (aws-iam-authenticator) calls that URL and learns who signed it; it cannot
+//! use the token for anything else, nor for another cluster, nor once it is 15 minutes
+//! old (aws-iam-authenticator's window). The token lives only in the Plan's kube client: never on
+//! disk, never in a Plan, log or audit event.
+//!
+//! Which cluster comes from the component's `cluster` block (rendered from the
+//! sandbox's outputs): `name`, `endpoint`, `certificateAuthorityData`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use aws_sdk_sts::config::Credentials;
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The prefix of an EKS bearer token.
+pub const TOKEN_PREFIX: &str = "k8s-aws-v1.";
+/// The header naming the cluster, signed into the token.
+pub const CLUSTER_HEADER: &str = "x-k8s-aws-id";
+/// How long a presigned token is valid, as `aws eks get-token`.
+pub const TOKEN_SECONDS: u64 = 60;
+
+/// The cluster a `kubernetes_manifest` or `helm_chart` Plan deploys into, from its
+/// desired state's `cluster` block.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Cluster {
+    /// The EKS cluster's name (signed into the token).
+    pub name: String,
+    /// The API server's URL.
+    pub endpoint: String,
+    /// The base64 PEM CA bundle of the API server; empty for a plain-HTTP endpoint.
+    #[serde(default)]
+    pub certificate_authority_data: String,
+}
+
+impl Cluster {
+    /// The `cluster` block of a Plan's desired state, if any.
+    pub fn of(desired: &Value) -> anyhow::Result<Option<Cluster>> {
+        let block = desired
+            .get("cluster")
+            .or_else(|| desired.pointer("/component/cluster"));
+        block
+            .map(|b| serde_json::from_value(b.clone()).context("the `cluster` block"))
+            .transpose()
+    }
+
+    /// A kube client of this cluster authenticated by a fresh token of the Plan role's
+    /// credentials in `env` (see [`token`]).
+    pub async fn client(
+        &self,
+        env: &BTreeMap<String, String>,
+        namespace: &str,
+    ) -> anyhow::Result<kube_client::Client> {
+        let credentials = crate::aws::plan_role_credentials(env).context(
+            "the Plan resolved no AWS role: a cluster reached by an EKS token needs one",
+        )?;
+        let region = env
+            .get("AWS_REGION")
+            .filter(|r| !r.is_empty())
+            .context("the Plan's environment has no AWS_REGION")?;
+        let endpoint = env.get("AWS_ENDPOINT_URL").filter(|e| !e.is_empty());
+        let token = token(
+            &credentials,
+            region,
+            endpoint.map(String::as_str),
+            &self.name,
+            SystemTime::now(),
+        )?;
+        let mut cluster = json!({"server": self.endpoint});
+        if !self.certificate_authority_data.is_empty() {
+            cluster["certificate-authority-data"] = json!(self.certificate_authority_data);
+        }
+        let kubeconfig: kube_client::config::Kubeconfig = serde_json::from_value(json!({
+            "clusters": [{"name": self.name, "cluster": cluster}],
+            "users": [{"name": "plan-role", "user": {"token": token}}],
+            "contexts": [{"name": "plan", "context": {
+                "cluster": self.name, "user": "plan-role", "namespace": namespace}}],
+            "current-context": "plan",
+        }))
+        .context("a kubeconfig for the cluster")?;
+        let config =
+            kube_client::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        Ok(kube_client::Client::try_from(config)?)
+    }
+}
+
+/// The STS endpoint a token is presigned for: `endpoint` (the runner's `--aws-endpoint`,
+/// an emulator) or STS's regional endpoint.
+fn sts_url(region: &str, endpoint: Option<&str>) -> String {
+    let base = match endpoint {
+        Some(endpoint) => endpoint.trim_end_matches('/').to_owned(),
+        None => format!("https://sts.{region}.amazonaws.com"),
+    };
+    format!("{base}/?Action=GetCallerIdentity&Version=2011-06-15")
+}
+
+/// An EKS bearer token for `cluster` signed with `credentials` at `now`: what
+/// `aws eks get-token --cluster-name CLUSTER` prints.
+///
+/// # Errors
+///
+/// When the request cannot be signed (an endpoint that is not a URL).
+pub fn token(
+    credentials: &Credentials,
+    region: &str,
+    endpoint: Option<&str>,
+    cluster: &str,
+    now: SystemTime,
+) -> anyhow::Result<String> {
+    use aws_sigv4::http_request::{
+        SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign,
+    };
+    let url = sts_url(region, endpoint);
+    let mut settings = SigningSettings::default();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(Duration::from_secs(TOKEN_SECONDS));
+    let identity = credentials.clone().into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("sts")
+        .time(now)
+        .settings(settings)
+        .build()
+        .context("signing parameters")?
+        .into();
+    let request = SignableRequest::new(
+        "GET",
+        url.as_str(),
+        [(CLUSTER_HEADER, cluster)].into_iter(),
+        SignableBody::Bytes(&[]),
+    )
+    .context("the STS request")?;
+    let (instructions, _) = sign(request, &params)
+        .context("signing the STS request")?
+        .into_parts();
+    let mut signed = http::Request::builder()
+        .uri(url.as_str())
+        .body(())
+        .context("the STS request")?;
+    instructions.apply_to_request_http1x(&mut signed);
+    let presigned = signed.uri().to_string();
+    Ok(format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(presigned)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(token: &str) -> BTreeMap<String, String> {
+        let encoded = token.strip_prefix(TOKEN_PREFIX).expect("the prefix");
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(encoded)
+            .expect("unpadded base64url");
+        let url = String::from_utf8(url).expect("a URL");
+        let uri: http::Uri = url.parse().expect("a URL");
+        assert_eq!(uri.path(), "/");
+        form_pairs(uri.query().unwrap_or_default())
+    }
+
+    fn form_pairs(query: &str) -> BTreeMap<String, String> {
+        query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| {
+                let v = percent_encoding::percent_decode_str(v).decode_utf8_lossy();
+                (k.to_owned(), v.into_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_token_is_a_presigned_get_caller_identity_for_the_cluster() {
+        let credentials = Credentials::new("AKIDPLAN", "secret", Some("session".into()), None, "t");
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let token = token(&credentials, "eu-west-1", None, "shop-eks", now).unwrap();
+        let url = String::from_utf8(
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(&token[TOKEN_PREFIX.len()..])
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            url.starts_with(
+                "https://sts.eu-west-1.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15&"
+            ),
+            "{url}"
+        );
+        let query = query(&token);
+        assert_eq!(query["X-Amz-Algorithm"], "AWS4-HMAC-SHA256");
+        assert_eq!(query["X-Amz-Expires"], "60");
+        assert_eq!(query["X-Amz-Date"], "20231114T221320Z");
+        assert_eq!(
+            query["X-Amz-Credential"],
+            "AKIDPLAN/20231114/eu-west-1/sts/aws4_request"
+        );
+        assert_eq!(query["X-Amz-SignedHeaders"], "host;x-k8s-aws-id");
+        assert_eq!(query["X-Amz-Security-Token"], "session");
+        assert_eq!(query["X-Amz-Signature"].len(), 64);
+        // Another cluster, another signature: the name is signed in.
+        let other = super::token(&credentials, "eu-west-1", None, "other", now).unwrap();
+        assert_ne!(
+            crate::eks::tests::query(&other)["X-Amz-Signature"],
+            query["X-Amz-Signature"]
+        );
+    }
+
+    #[test]
+    fn an_emulator_endpoint_is_the_tokens_host() {
+        let credentials = Credentials::new("AKID", "secret", None, None, "t");
+        let token = token(
+            &credentials,
+            "us-east-1",
+            Some("http://127.0.0.1:5000/"),
+            "c",
+            SystemTime::now(),
+        )
+        .unwrap();
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&token[TOKEN_PREFIX.len()..])
+            .unwrap();
+        assert!(url.starts_with(b"http://127.0.0.1:5000/?Action=GetCallerIdentity&"));
+    }
+
+    #[test]
+    fn the_cluster_block_is_read_from_the_desired_state() {
+        let desired = json!({"type": "kubernetes_manifest",
+            "cluster": {"name": "eks", "endpoint": "https://k", "certificateAuthorityData": "Q0E="}});
+        assert_eq!(
+            Cluster::of(&desired).unwrap(),
+            Some(Cluster {
+                name: "eks".into(),
+                endpoint: "https://k".into(),
+                certificate_authority_data: "Q0E=".into()
+            })
+        );
+        assert_eq!(Cluster::of(&json!({"type": "x"})).unwrap(), None);
+        assert!(Cluster::of(&json!({"cluster": {"name": "eks"}})).is_err());
+    }
+}
