@@ -18,12 +18,16 @@
 //!   Their ordering and deletion policies are Helm's release machinery, which this
 //!   executor does not run.
 //! * **sources**: a local chart directory under a `--module-root` (as terraform's local
-//!   modules). Charts from a repository or an OCI registry are refused with a clear
-//!   error until they are synced into the install's registry and pulled by digest.
+//!   modules), or a chart in an OCI registry (`oci://HOST/NAME` at `helm.version`),
+//!   copied into the install's registry (`helm.destination`) and pulled from there by
+//!   digest ([`oci`]); the diff's summary and the apply's `chart` output name it
+//!   `install-registry/name@sha256:…`. Charts from an HTTP chart repository are refused
+//!   with a clear error.
 //! * Secret references (`${outpost-secret:…}`) in values are refused: rendered values
 //!   would be in the diff. Secrets a Plan lists in `kubernetesSecrets` are written as
 //!   for manifests.
 
+mod oci;
 pub mod render;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +44,8 @@ use render::{Chart, Renderer};
 
 /// Where each Plan's rendering is kept, under the entity's work directory.
 const RENDERED_DIR: &str = "helm-rendered";
+/// The output naming the chart a registry chart was rendered from, by digest.
+const CHART_OUTPUT: &str = "chart";
 /// The annotation that makes an object a Helm hook.
 const HOOK_ANNOTATION: &str = "helm.sh/hook";
 
@@ -62,9 +68,22 @@ impl HelmExecutor {
         }
     }
 
-    /// Renders the Plan's chart and keeps the rendering for its apply.
-    async fn render(&self, ctx: &StepContext) -> anyhow::Result<StepContext> {
-        let chart = Chart::of(&ctx.desired, &self.chart_roots)?;
+    /// Renders the Plan's chart (pulled from the install's registry first, for a chart
+    /// from a registry) and keeps the rendering for its apply; also returns the pulled
+    /// chart's reference by digest.
+    async fn render(&self, ctx: &StepContext) -> anyhow::Result<(StepContext, Option<String>)> {
+        let mut chart = Chart::of(&ctx.desired, &self.chart_roots)?;
+        let mut pulled = None;
+        if chart.from_registry {
+            let helm = ctx
+                .desired
+                .get("helm")
+                .or_else(|| ctx.desired.pointer("/component/helm"))
+                .context("the desired state has no `helm`")?;
+            let chart_pulled = oci::pull(helm, &ctx.env, &ctx.work_dir).await?;
+            chart.directory = chart_pulled.archive.clone();
+            pulled = Some(chart_pulled.reference);
+        }
         let manifest = self
             .renderer
             .template(&ctx.entity, &chart, ctx.timeout)
@@ -75,7 +94,29 @@ impl HelmExecutor {
             .with_context(|| format!("cannot create {}", path.display()))?;
         std::fs::write(&path, &manifest)
             .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(as_manifest(ctx, &chart.namespace, manifest))
+        let lineage = path.with_extension("chart");
+        match &pulled {
+            Some(reference) => std::fs::write(&lineage, reference)
+                .with_context(|| format!("cannot write {}", lineage.display()))?,
+            None => {
+                let _ = std::fs::remove_file(&lineage);
+            }
+        }
+        Ok((as_manifest(ctx, &chart.namespace, manifest), pulled))
+    }
+
+    /// `applied` with the `chart` output: the registry chart the Plan's rendering was
+    /// rendered from, by digest (none for a local chart or a teardown).
+    fn with_lineage(ctx: &StepContext, mut applied: Applied) -> Applied {
+        let lineage = rendered_path(&ctx.work_dir, &ctx.plan_uid).with_extension("chart");
+        if ctx.operation != Operation::Teardown
+            && let Ok(reference) = std::fs::read_to_string(lineage)
+        {
+            applied
+                .outputs
+                .insert(CHART_OUTPUT.to_owned(), Value::String(reference));
+        }
+        applied
     }
 
     /// The Plan's context with the rendering its plan kept.
@@ -170,8 +211,12 @@ impl Executor for HelmExecutor {
             if ctx.operation == Operation::Teardown {
                 return self.objects.plan(&Self::inventory(ctx)).await;
             }
-            let rendered = self.render(ctx).await?;
-            self.objects.plan(&rendered).await
+            let (rendered, pulled) = self.render(ctx).await?;
+            let mut diff = self.objects.plan(&rendered).await?;
+            if let Some(reference) = pulled {
+                diff.summary = format!("chart {reference}: {}", diff.summary);
+            }
+            Ok(diff)
         })
     }
 
@@ -182,7 +227,10 @@ impl Executor for HelmExecutor {
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
         Box::pin(async move {
             let applied = self.objects.apply(&self.planned(ctx)?, diff).await?;
-            let _ = std::fs::remove_file(rendered_path(&ctx.work_dir, &ctx.plan_uid));
+            let applied = Self::with_lineage(ctx, applied);
+            let rendered = rendered_path(&ctx.work_dir, &ctx.plan_uid);
+            let _ = std::fs::remove_file(rendered.with_extension("chart"));
+            let _ = std::fs::remove_file(rendered);
             Ok(applied)
         })
     }
@@ -192,7 +240,10 @@ impl Executor for HelmExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { self.objects.unchanged(&self.planned(ctx)?, diff).await })
+        Box::pin(async move {
+            let applied = self.objects.unchanged(&self.planned(ctx)?, diff).await?;
+            Ok(Self::with_lineage(ctx, applied))
+        })
     }
 
     fn moved<'a>(

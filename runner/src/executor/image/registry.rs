@@ -465,3 +465,64 @@ fn digest_mismatch(e: &OciDistributionError) -> Option<String> {
         _ => None,
     }
 }
+
+/// Reads blob `blob` of `repository` into memory, at most `limit` bytes (its
+/// descriptor's size is checked first, and the bytes as they arrive), and checks the
+/// bytes against its digest.
+pub async fn pull_blob(
+    client: &Client,
+    repository: &Repository,
+    blob: &OciDescriptor,
+    limit: u64,
+) -> anyhow::Result<Vec<u8>> {
+    use futures::TryStreamExt as _;
+    use sha2::Digest as _;
+    let too_big = |size: u64| {
+        anyhow::anyhow!(
+            "blob {} of {} is {size} bytes, more than the {limit} allowed",
+            blob.digest,
+            repository.pinned(&blob.digest)
+        )
+    };
+    let declared = u64::try_from(blob.size).unwrap_or(u64::MAX);
+    if declared > limit {
+        return Err(too_big(declared));
+    }
+    let pulled = client
+        .pull_blob_stream(&repository.at_digest(&blob.digest), blob)
+        .await
+        .map_err(|e| {
+            describe(
+                e,
+                &format!(
+                    "cannot read blob {} from {}",
+                    blob.digest, repository.registry
+                ),
+            )
+        })?;
+    let mut stream = pulled.stream;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.try_next().await.map_err(|e| {
+        describe(
+            OciDistributionError::IoError(e),
+            &format!(
+                "cannot read blob {} from {}",
+                blob.digest, repository.registry
+            ),
+        )
+    })? {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > limit {
+            return Err(too_big(bytes.len() as u64));
+        }
+    }
+    let actual = format!("sha256:{:x}", sha2::Sha256::digest(&bytes));
+    if actual != blob.digest {
+        bail!(
+            "digest mismatch: blob {} of {} has digest {actual}",
+            blob.digest,
+            repository.registry
+        );
+    }
+    Ok(bytes)
+}

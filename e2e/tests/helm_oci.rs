@@ -1,0 +1,365 @@
+//! `helm_chart` components from an OCI registry, with the real runner and real
+//! registries (seed 002: every artefact goes through the install's registry, lineage by
+//! digest). The vendor's chart is packaged and pushed by Helm itself (helm-sdkpy's
+//! `package` and `push`: Helm's media types) into a `docker-registry` that requires a
+//! password; the install's registry is another one with a password of its own. The
+//! runner reads both passwords from its secrets (`helm.sourceAuth`,
+//! `helm.destinationAuth`).
+//!
+//! * without the vendor's credentials the Plan fails closed, "unauthorized", and
+//!   nothing is copied or applied;
+//! * a Plan copies the chart into the install's registry under the vendor's digest (no
+//!   tag moved before approval), renders what it pulled from there, and waits;
+//! * the vendor re-pushes different content under the same version: the approved Plan
+//!   applies the rendering it planned (the first digest), its `chart` output names it;
+//! * the next Plan takes the new digest, copies it, and applies its new object.
+//! * admission: a malformed `oci://` reference, version or destination is refused with
+//!   422 naming the field, for admins (others are refused before validation), and
+//!   nothing is stored.
+
+use std::process::Stdio;
+
+use kube_client::api::Api;
+use outpost_api::{ChangeAction, Plan, PlanPhase};
+use outpost_e2e::approve::approve;
+use outpost_e2e::helm::{Helm, copy_shop_chart};
+use outpost_e2e::job_plans::{INSTALL, create_app, create_install, ready_plan, runner_command};
+use outpost_e2e::{Backend, ControlPlane, Process, Registry, eventually};
+use serde_json::{Value, json};
+
+const VENDOR_USER: &str = "vendor-pull";
+const VENDOR_PASSWORD: &str = "vendor-chart-secret";
+const INSTALL_USER: &str = "acme-push";
+const INSTALL_PASSWORD: &str = "acme-registry-secret";
+/// Where Helm pushes the chart in the vendor's registry (`charts/shop`).
+const VENDOR_NAMESPACE: &str = "charts";
+/// The chart's repository in the install's registry.
+const INSTALL_REPOSITORY: &str = "acme/shop";
+/// The chart's version (`e2e/helm/shop/Chart.yaml`): its tag.
+const VERSION: &str = "0.1.0";
+
+struct Stand {
+    cluster: ControlPlane,
+    plans: Api<Plan>,
+    vendor: Registry,
+    install: Registry,
+    helm: Helm,
+    _runner: Process,
+    dir: tempfile::TempDir,
+    _cp: ControlPlane,
+}
+
+async fn start() -> Stand {
+    let cp = ControlPlane::start(Backend::Embedded).await;
+    let cluster = ControlPlane::start_standin_cluster().await;
+    create_app(&cp).await;
+    let token = create_install(&cp, INSTALL, "prompt").await;
+    let vendor = Registry::start_with_htpasswd(VENDOR_USER, VENDOR_PASSWORD).await;
+    let install = Registry::start_with_htpasswd(INSTALL_USER, INSTALL_PASSWORD).await;
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("vendor_pull_token"), VENDOR_PASSWORD).unwrap();
+    std::fs::write(secrets.join("install_registry_password"), INSTALL_PASSWORD).unwrap();
+    let helm = Helm::find();
+    let shim = helm.template_binary(dir.path());
+    let mut command = runner_command(&cp.url, &cp.tls.ca, &token, &dir.path().join("state"));
+    command
+        .arg("--helm")
+        .arg(shim)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig(&cluster.admin_token))
+        .arg("--secrets-dir")
+        .arg(&secrets)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let runner = Process::new(command.spawn().expect("outpost runner starts"));
+    Stand {
+        plans: Api::namespaced(cp.client().await, "default"),
+        _cp: cp,
+        cluster,
+        vendor,
+        install,
+        helm,
+        _runner: runner,
+        dir,
+    }
+}
+
+impl Stand {
+    /// Packages `e2e/helm/shop` (with `extra` templates) and pushes it to the vendor's
+    /// registry with Helm; returns the digest its version's tag resolves to there.
+    async fn push_chart(&self, label: &str, extra: &[(&str, &str)]) -> String {
+        let chart = self.dir.path().join(label).join("shop");
+        copy_shop_chart(&chart, extra);
+        self.helm.push(
+            &chart,
+            &self.vendor.host,
+            VENDOR_NAMESPACE,
+            Some((VENDOR_USER, VENDOR_PASSWORD)),
+            &self.dir.path().join(label),
+        );
+        self.vendor
+            .digest_of(&format!("{VENDOR_NAMESPACE}/shop"), VERSION)
+            .await
+            .expect("the pushed chart's tag resolves")
+    }
+
+    /// The `helm_chart` component of the vendor's chart, with `auth` (the registries'
+    /// credentials) merged into its `helm` block.
+    fn component(&self, auth: Value) -> Value {
+        let mut helm = json!({
+            "chart": format!("oci://{}/{VENDOR_NAMESPACE}/shop", self.vendor.host),
+            "version": VERSION,
+            "destination": format!("{}/{INSTALL_REPOSITORY}", self.install.host),
+            "namespace": "shop",
+            "values": {"greeting": "from-the-registry"},
+        });
+        for (key, value) in auth.as_object().unwrap() {
+            helm[key] = value.clone();
+        }
+        json!({"app": "shop", "type": "helm_chart", "helm": helm})
+    }
+
+    /// Plan `name` once it is in `phase` (a Plan that ends elsewhere fails the test).
+    async fn reaches(&self, name: &str, phase: PlanPhase) -> Plan {
+        eventually(120, &format!("plan {name} to be {phase:?}"), async || {
+            let plan = self.plans.get(name).await.ok()?;
+            let now = plan.status.as_ref().and_then(|s| s.phase);
+            if now != Some(phase) && now.is_some_and(PlanPhase::is_terminal) {
+                panic!("plan {name} ended {now:?}: {:?}", plan.status);
+            }
+            (now == Some(phase)).then_some(plan)
+        })
+        .await
+    }
+
+    /// Names of the ConfigMaps in namespace `shop`.
+    fn config_maps(&self) -> Vec<String> {
+        let text = self.cluster.kubectl().ok(&[
+            "get",
+            "configmaps",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ]);
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+}
+
+/// Both registries' credentials, as secret references.
+fn credentials() -> Value {
+    json!({
+        "sourceAuth": {"username": VENDOR_USER, "password": "${outpost-secret:vendor_pull_token}"},
+        "destinationAuth": {"username": INSTALL_USER,
+                            "password": "${outpost-secret:install_registry_password}"},
+    })
+}
+
+fn changes(plan: &Plan) -> Vec<(String, ChangeAction)> {
+    let diff = plan.status.as_ref().and_then(|s| s.diff.clone());
+    diff.expect("a diff")
+        .resources
+        .iter()
+        .map(|r| (r.address.clone(), r.action))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned() {
+    let stand = start().await;
+    let first = stand.push_chart("v1", &[]).await;
+    let vendor_repository = format!("{VENDOR_NAMESPACE}/shop");
+
+    // Without the vendor's credentials: fails closed, nothing copied, nothing applied.
+    let anonymous = stand.component(json!({"destinationAuth": credentials()["destinationAuth"]}));
+    ready_plan(&stand.plans, INSTALL, "oci-0", "shop", anonymous, json!([])).await;
+    let refused = eventually(120, "plan oci-0 to fail", async || {
+        let plan = stand.plans.get("oci-0").await.ok()?;
+        let status = plan.status?;
+        (status.phase? == PlanPhase::Failed).then_some(status)
+    })
+    .await;
+    let message = refused.message.unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "the vendor registry {} anonymously (helm.sourceAuth is not set)",
+            stand.vendor.host
+        )) && message.contains("unauthorized"),
+        "{message}"
+    );
+    assert!(!stand.install.has_manifest(INSTALL_REPOSITORY, &first).await);
+    assert_eq!(stand.config_maps(), Vec::<String>::new());
+
+    // Planned: copied under the vendor's digest (no tag moved), rendered from the
+    // install's registry, waiting for a person.
+    ready_plan(
+        &stand.plans,
+        INSTALL,
+        "oci-1",
+        "shop",
+        stand.component(credentials()),
+        json!([]),
+    )
+    .await;
+    let waiting = stand.reaches("oci-1", PlanPhase::AwaitingApproval).await;
+    assert!(
+        changes(&waiting).contains(&("ConfigMap/shop/shop-web".to_owned(), ChangeAction::Create)),
+        "{:?}",
+        changes(&waiting)
+    );
+    assert!(stand.install.has_manifest(INSTALL_REPOSITORY, &first).await);
+    assert_eq!(
+        stand.install.digest_of(INSTALL_REPOSITORY, VERSION).await,
+        None
+    );
+    assert_eq!(
+        stand.config_maps(),
+        Vec::<String>::new(),
+        "nothing applied yet"
+    );
+
+    // The vendor moves the version to other content before the approval.
+    let second = stand
+        .push_chart(
+            "v2",
+            &[(
+                "v2.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-v2\ndata: {}\n",
+            )],
+        )
+        .await;
+    assert_ne!(first, second);
+    assert_eq!(
+        stand
+            .vendor
+            .digest_of(&vendor_repository, VERSION)
+            .await
+            .as_deref(),
+        Some(second.as_str())
+    );
+
+    // Approved: the planned rendering (the first digest) is applied, and named.
+    approve(&stand.plans, &waiting).await.unwrap();
+    let applied = stand.reaches("oci-1", PlanPhase::Succeeded).await;
+    let outputs = json!(applied.status.clone().unwrap_or_default().outputs);
+    assert_eq!(
+        outputs["chart"],
+        json!(format!(
+            "{}/{INSTALL_REPOSITORY}@{first}",
+            stand.install.host
+        )),
+        "{outputs}"
+    );
+    assert_eq!(stand.config_maps(), ["shop-extra", "shop-web"]);
+    let greeting = stand.cluster.kubectl().ok(&[
+        "get",
+        "configmap",
+        "shop-web",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.data.greeting}",
+    ]);
+    assert_eq!(greeting, "from-the-registry");
+
+    // The next Plan takes the version's new digest, through the install's registry.
+    ready_plan(
+        &stand.plans,
+        INSTALL,
+        "oci-2",
+        "shop",
+        stand.component(credentials()),
+        json!([]),
+    )
+    .await;
+    let waiting = stand.reaches("oci-2", PlanPhase::AwaitingApproval).await;
+    assert_eq!(
+        changes(&waiting),
+        [("ConfigMap/shop/shop-v2".to_owned(), ChangeAction::Create)]
+    );
+    assert!(
+        stand
+            .install
+            .has_manifest(INSTALL_REPOSITORY, &second)
+            .await
+    );
+    approve(&stand.plans, &waiting).await.unwrap();
+    let applied = stand.reaches("oci-2", PlanPhase::Succeeded).await;
+    let outputs = json!(applied.status.clone().unwrap_or_default().outputs);
+    assert_eq!(
+        outputs["chart"],
+        json!(format!(
+            "{}/{INSTALL_REPOSITORY}@{second}",
+            stand.install.host
+        ))
+    );
+    assert_eq!(stand.config_maps(), ["shop-extra", "shop-v2", "shop-web"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_oci_chart_is_refused_naming_the_field_and_nothing_is_stored() {
+    const COMPONENTS: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/components";
+    const JSON: (&str, &str) = ("content-type", "application/json");
+    let cp = ControlPlane::start(Backend::Embedded).await;
+    let component = |helm: Value| {
+        let mut block = json!({"chart": "oci://registry.vendor.example/charts/shop",
+            "version": "1.2.0", "destination": "registry.acme.example/acme/shop"});
+        for (key, value) in helm.as_object().unwrap() {
+            block[key] = value.clone();
+        }
+        json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Component",
+            "metadata": {"name": "shop"},
+            "spec": {"app": "shop", "type": "helm_chart", "helm": block}})
+    };
+    for (helm, field) in [
+        (
+            json!({"chart": "oci://registry.vendor.example/charts/shop:1.2.0"}),
+            "spec.helm.chart",
+        ),
+        (
+            json!({"chart": "oci://registry.vendor.example"}),
+            "spec.helm.chart",
+        ),
+        (json!({"version": "1.2.0@sha256:abc"}), "spec.helm.version"),
+        (json!({"version": null}), "spec.helm.version"),
+        (json!({"destination": "acme-shop"}), "spec.helm.destination"),
+        (json!({"destination": null}), "spec.helm.destination"),
+        (
+            json!({"sourceAuth": {"username": VENDOR_USER, "password": VENDOR_PASSWORD}}),
+            "spec.helm.sourceAuth.password",
+        ),
+    ] {
+        let body = component(helm).to_string();
+        cp.post_refused_as_invalid(COMPONENTS, &body, field, VENDOR_PASSWORD)
+            .await;
+    }
+    let runner = create_install(&cp, INSTALL, "prompt").await;
+    let reply = cp
+        .raw(
+            Some(&runner),
+            "POST",
+            COMPONENTS,
+            &[JSON],
+            component(json!({})).to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, 403, "{}", reply.text);
+    let listed = cp
+        .raw(Some(&cp.admin_token), "GET", COMPONENTS, &[], "")
+        .await;
+    assert_eq!(listed.json["items"], json!([]), "{}", listed.text);
+    // The well-formed one is stored.
+    let created = cp
+        .raw(
+            Some(&cp.admin_token),
+            "POST",
+            COMPONENTS,
+            &[JSON],
+            component(json!({})).to_string(),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+}
