@@ -158,6 +158,11 @@ fn credentials() -> Value {
     })
 }
 
+/// The chart the Plan's diff names, by digest (`status.diff.source`).
+fn source(plan: &Plan) -> Option<String> {
+    plan.status.as_ref()?.diff.as_ref()?.source.clone()
+}
+
 fn changes(plan: &Plan) -> Vec<(String, ChangeAction)> {
     let diff = plan.status.as_ref().and_then(|s| s.diff.clone());
     diff.expect("a diff")
@@ -210,6 +215,8 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
         "{:?}",
         changes(&waiting)
     );
+    let planned_from = format!("{}/{INSTALL_REPOSITORY}@{first}", stand.install.host);
+    assert_eq!(source(&waiting), Some(planned_from.clone()));
     assert!(stand.install.has_manifest(INSTALL_REPOSITORY, &first).await);
     assert_eq!(
         stand.install.digest_of(INSTALL_REPOSITORY, VERSION).await,
@@ -245,14 +252,8 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     approve(&stand.plans, &waiting).await.unwrap();
     let applied = stand.reaches("oci-1", PlanPhase::Succeeded).await;
     let outputs = json!(applied.status.clone().unwrap_or_default().outputs);
-    assert_eq!(
-        outputs["chart"],
-        json!(format!(
-            "{}/{INSTALL_REPOSITORY}@{first}",
-            stand.install.host
-        )),
-        "{outputs}"
-    );
+    assert_eq!(outputs["chart"], json!(planned_from), "{outputs}");
+    assert_eq!(source(&applied), Some(planned_from.clone()));
     assert_eq!(stand.config_maps(), ["shop-extra", "shop-web"]);
     let greeting = stand.cluster.kubectl().ok(&[
         "get",
@@ -285,6 +286,13 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
             .install
             .has_manifest(INSTALL_REPOSITORY, &second)
             .await
+    );
+    assert_eq!(
+        source(&waiting),
+        Some(format!(
+            "{}/{INSTALL_REPOSITORY}@{second}",
+            stand.install.host
+        ))
     );
     approve(&stand.plans, &waiting).await.unwrap();
     let applied = stand.reaches("oci-2", PlanPhase::Succeeded).await;

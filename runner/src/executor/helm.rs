@@ -20,8 +20,9 @@
 //! * **sources**: a local chart directory under a `--module-root` (as terraform's local
 //!   modules), or a chart in an OCI registry (`oci://HOST/NAME` at `helm.version`),
 //!   copied into the install's registry (`helm.destination`) and pulled from there by
-//!   digest ([`oci`]); the diff's summary and the apply's `chart` output name it
-//!   `install-registry/name@sha256:…`. Charts from an HTTP chart repository are refused
+//!   digest ([`oci`]); the diff names it `install-registry/name@sha256:…` (its basis,
+//!   so its hash and the Plan's `status.diff.source`, and its summary), and so does the
+//!   apply's `chart` output. Charts from an HTTP chart repository are refused
 //!   with a clear error.
 //! * Secret references (`${outpost-secret:…}`) in values are refused: rendered values
 //!   would be in the diff. Secrets a Plan lists in `kubernetesSecrets` are written as
@@ -39,7 +40,7 @@ use outpost_api::Operation;
 use serde_json::{Value, json};
 
 use super::kubernetes::{KubernetesExecutor, parse_manifest};
-use super::{Applied, Diff, Executor, Moved, StepContext};
+use super::{Applied, BASIS_ARTEFACT, Diff, Executor, Moved, StepContext};
 use render::{Chart, Renderer};
 
 /// Where each Plan's rendering is kept, under the entity's work directory.
@@ -94,31 +95,45 @@ impl HelmExecutor {
             .with_context(|| format!("cannot create {}", path.display()))?;
         std::fs::write(&path, &manifest)
             .with_context(|| format!("cannot write {}", path.display()))?;
-        let lineage = path.with_extension("chart");
-        match &pulled {
-            Some(reference) => std::fs::write(&lineage, reference)
-                .with_context(|| format!("cannot write {}", lineage.display()))?,
-            None => {
-                let _ = std::fs::remove_file(&lineage);
-            }
-        }
         Ok((as_manifest(ctx, &chart.namespace, manifest), pulled))
     }
+}
 
-    /// `applied` with the `chart` output: the registry chart the Plan's rendering was
-    /// rendered from, by digest (none for a local chart or a teardown).
-    fn with_lineage(ctx: &StepContext, mut applied: Applied) -> Applied {
-        let lineage = rendered_path(&ctx.work_dir, &ctx.plan_uid).with_extension("chart");
-        if ctx.operation != Operation::Teardown
-            && let Ok(reference) = std::fs::read_to_string(lineage)
-        {
-            applied
-                .outputs
-                .insert(CHART_OUTPUT.to_owned(), Value::String(reference));
-        }
-        applied
+/// `diff` naming the chart `reference` it was rendered from: in its basis (so in its
+/// hash, which an approval binds to, and in the Plan's `status.diff.source`) and its
+/// summary. The objects' own basis moves under `objects`.
+fn with_chart(mut diff: Diff, reference: &str) -> Diff {
+    diff.summary = format!("chart {reference}: {}", diff.summary);
+    diff.basis = json!({BASIS_ARTEFACT: reference, "objects": diff.basis});
+    diff
+}
+
+/// The chart a diff names ([`with_chart`]), if any.
+fn chart_of(diff: &Diff) -> Option<&str> {
+    diff.basis.get(BASIS_ARTEFACT).and_then(Value::as_str)
+}
+
+/// `diff` as the Kubernetes executor computed it: the objects' basis back in place.
+fn objects_diff(diff: &Diff) -> Diff {
+    let mut objects = diff.clone();
+    if chart_of(diff).is_some() {
+        objects.basis = diff.basis.get("objects").cloned().unwrap_or(Value::Null);
     }
+    objects
+}
 
+/// `applied` with the `chart` output: the registry chart `diff` was rendered from, by
+/// digest (none for a local chart or a teardown).
+fn with_lineage(diff: &Diff, mut applied: Applied) -> Applied {
+    if let Some(reference) = chart_of(diff) {
+        applied
+            .outputs
+            .insert(CHART_OUTPUT.to_owned(), Value::String(reference.to_owned()));
+    }
+    applied
+}
+
+impl HelmExecutor {
     /// The Plan's context with the rendering its plan kept.
     fn rendered(&self, ctx: &StepContext) -> anyhow::Result<StepContext> {
         let chart = Chart::of(&ctx.desired, &self.chart_roots)?;
@@ -212,11 +227,11 @@ impl Executor for HelmExecutor {
                 return self.objects.plan(&Self::inventory(ctx)).await;
             }
             let (rendered, pulled) = self.render(ctx).await?;
-            let mut diff = self.objects.plan(&rendered).await?;
-            if let Some(reference) = pulled {
-                diff.summary = format!("chart {reference}: {}", diff.summary);
-            }
-            Ok(diff)
+            let diff = self.objects.plan(&rendered).await?;
+            Ok(match pulled {
+                Some(reference) => with_chart(diff, &reference),
+                None => diff,
+            })
         })
     }
 
@@ -226,12 +241,12 @@ impl Executor for HelmExecutor {
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
         Box::pin(async move {
-            let applied = self.objects.apply(&self.planned(ctx)?, diff).await?;
-            let applied = Self::with_lineage(ctx, applied);
-            let rendered = rendered_path(&ctx.work_dir, &ctx.plan_uid);
-            let _ = std::fs::remove_file(rendered.with_extension("chart"));
-            let _ = std::fs::remove_file(rendered);
-            Ok(applied)
+            let applied = self
+                .objects
+                .apply(&self.planned(ctx)?, &objects_diff(diff))
+                .await?;
+            let _ = std::fs::remove_file(rendered_path(&ctx.work_dir, &ctx.plan_uid));
+            Ok(with_lineage(diff, applied))
         })
     }
 
@@ -241,8 +256,11 @@ impl Executor for HelmExecutor {
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
         Box::pin(async move {
-            let applied = self.objects.unchanged(&self.planned(ctx)?, diff).await?;
-            Ok(Self::with_lineage(ctx, applied))
+            let applied = self
+                .objects
+                .unchanged(&self.planned(ctx)?, &objects_diff(diff))
+                .await?;
+            Ok(with_lineage(diff, applied))
         })
     }
 
@@ -251,7 +269,11 @@ impl Executor for HelmExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
-        Box::pin(async move { self.objects.moved(&self.planned(ctx)?, diff).await })
+        Box::pin(async move {
+            self.objects
+                .moved(&self.planned(ctx)?, &objects_diff(diff))
+                .await
+        })
     }
 
     fn observe<'a>(
@@ -273,6 +295,43 @@ impl Executor for HelmExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registry_chart_is_in_the_diff_and_the_objects_see_their_own_basis() {
+        let objects = Diff {
+            input: outpost_api::PolicyInput::Kubernetes,
+            document: json!([]),
+            summary: "1 objects: 1 to create".into(),
+            changes: true,
+            resources: None,
+            basis: json!([{"address": "ConfigMap/shop/web", "resourceVersion": null}]),
+        };
+        let reference = "127.0.0.1:5000/acme/shop@sha256:abc";
+        let named = with_chart(objects.clone(), reference);
+        assert_eq!(chart_of(&named), Some(reference));
+        assert_eq!(
+            named.summary,
+            format!("chart {reference}: 1 objects: 1 to create")
+        );
+        assert_ne!(
+            crate::plan_diff::hash(&named),
+            crate::plan_diff::hash(&with_chart(objects.clone(), "r/shop@sha256:def")),
+            "an approval binds to the chart's digest"
+        );
+        assert_eq!(
+            crate::plan_diff::plan_diff(&named).source.as_deref(),
+            Some(reference)
+        );
+        assert_eq!(objects_diff(&named).basis, objects.basis);
+        assert_eq!(objects_diff(&objects), objects);
+        let applied = with_lineage(&named, Applied::default());
+        assert_eq!(applied.outputs[CHART_OUTPUT], json!(reference));
+        assert!(
+            with_lineage(&objects, Applied::default())
+                .outputs
+                .is_empty()
+        );
+    }
 
     #[test]
     fn hooks_are_refused_by_name() {
