@@ -12,7 +12,9 @@
 //!   tag moved before approval), renders what it pulled from there, and waits;
 //! * the vendor re-pushes different content under the same version: the approved Plan
 //!   applies the rendering it planned (the first digest), its `chart` output names it;
-//! * the next Plan takes the new digest, copies it, and applies its new object.
+//! * the next Plan takes the new digest, copies it, and applies its new object;
+//! * the install's registry serving corrupted chart bytes (the vendor's are intact)
+//!   fails the Plan, "digest mismatch": what is rendered is read from there, checked.
 //! * admission: a malformed `oci://` reference, version or destination is refused with
 //!   422 naming the field, for admins (others are refused before validation), and
 //!   nothing is stored.
@@ -135,6 +137,12 @@ impl Stand {
         .await
     }
 
+    /// The message of Plan `name` once it failed.
+    async fn fails(&self, name: &str) -> String {
+        let plan = self.reaches(name, PlanPhase::Failed).await;
+        plan.status.and_then(|s| s.message).unwrap_or_default()
+    }
+
     /// Names of the ConfigMaps in namespace `shop`.
     fn config_maps(&self) -> Vec<String> {
         let text = self.cluster.kubectl().ok(&[
@@ -181,13 +189,7 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     // Without the vendor's credentials: fails closed, nothing copied, nothing applied.
     let anonymous = stand.component(json!({"destinationAuth": credentials()["destinationAuth"]}));
     ready_plan(&stand.plans, INSTALL, "oci-0", "shop", anonymous, json!([])).await;
-    let refused = eventually(120, "plan oci-0 to fail", async || {
-        let plan = stand.plans.get("oci-0").await.ok()?;
-        let status = plan.status?;
-        (status.phase? == PlanPhase::Failed).then_some(status)
-    })
-    .await;
-    let message = refused.message.unwrap_or_default();
+    let message = stand.fails("oci-0").await;
     assert!(
         message.contains(&format!(
             "the vendor registry {} anonymously (helm.sourceAuth is not set)",
@@ -303,6 +305,50 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
             "{}/{INSTALL_REPOSITORY}@{second}",
             stand.install.host
         ))
+    );
+    assert_eq!(stand.config_maps(), ["shop-extra", "shop-v2", "shop-web"]);
+
+    // The install's registry serves corrupted bytes for the chart (the vendor's copy is
+    // intact): what is rendered comes from the install's registry, checked, so the Plan
+    // fails and nothing changes.
+    let reference = oci_client::Reference::with_digest(
+        stand.install.host.clone(),
+        INSTALL_REPOSITORY.to_owned(),
+        second.clone(),
+    );
+    let (manifest, _) = stand
+        .install
+        .client()
+        .await
+        .pull_image_manifest(&reference, &stand.install.auth())
+        .await
+        .unwrap();
+    let layer = &manifest.layers[0];
+    assert_eq!(
+        layer.media_type,
+        "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+    );
+    let file = stand.install.blob_file(&layer.digest);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+    ready_plan(
+        &stand.plans,
+        INSTALL,
+        "oci-3",
+        "shop",
+        stand.component(credentials()),
+        json!([]),
+    )
+    .await;
+    let message = stand.fails("oci-3").await;
+    assert!(
+        message.contains(&format!(
+            "cannot pull chart {}/{INSTALL_REPOSITORY}@{second}",
+            stand.install.host
+        )) && message.contains("digest mismatch"),
+        "{message}"
     );
     assert_eq!(stand.config_maps(), ["shop-extra", "shop-v2", "shop-web"]);
 }
