@@ -1,8 +1,9 @@
 //! Admission of a `helm_chart` component's source ([`HelmSource`]): a local chart
-//! directory, or a chart in an OCI registry (`oci://HOST/REPOSITORY` at `version`)
-//! that the runner copies into the install's registry (`destination`) by digest and
-//! pulls from there, authenticating as `container_image` does (`sourceAuth`,
-//! `destinationAuth`).
+//! directory, a chart in an OCI registry (`oci://HOST/REPOSITORY` at `version`), or a
+//! chart of an HTTP chart repository (`repository` URL, `chart` its name, `version`).
+//! The runner copies a chart of a registry or repository into the install's registry
+//! (`destination`) by digest and pulls it from there, authenticating as
+//! `container_image` does (`sourceAuth`, `destinationAuth`).
 //!
 //! Fields holding a template (`{{ … }}`) are checked once rendered, by the runner.
 
@@ -16,7 +17,37 @@ impl HelmSource {
     /// Field errors of the source at `field` (`spec.helm`).
     pub fn validate_at(&self, field: &str) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        let Some(repository) = self.chart.strip_prefix(OCI_SCHEME) else {
+        let oci = self.chart.strip_prefix(OCI_SCHEME);
+        if oci.is_none()
+            && let Some(url) = &self.repository
+        {
+            if let Some(why) = url_error(url) {
+                errors.push(FieldError::invalid(format!("{field}.repository"), url, why));
+            }
+            if let Some(why) = chart_name_error(&self.chart) {
+                errors.push(FieldError::invalid(
+                    format!("{field}.chart"),
+                    &self.chart,
+                    why,
+                ));
+            }
+            if self.version.as_deref().is_some_and(|v| v.contains('@')) {
+                errors.push(FieldError::invalid(
+                    format!("{field}.version"),
+                    self.version.as_deref().unwrap_or_default(),
+                    "a repository's chart is checked against its index's digest: name a version only",
+                ));
+            }
+            if self.source_auth.as_ref().is_some_and(|a| a.ecr) {
+                errors.push(FieldError::forbidden(
+                    format!("{field}.sourceAuth.ecr"),
+                    "ecr is for registries, not chart repositories",
+                ));
+            }
+            errors.extend(self.copied_at(field));
+            return errors;
+        }
+        let Some(repository) = oci else {
             for (name, set) in [
                 ("destination", self.destination.is_some()),
                 ("sourceAuth", self.source_auth.is_some()),
@@ -25,8 +56,8 @@ impl HelmSource {
                 if set {
                     errors.push(FieldError::forbidden(
                         format!("{field}.{name}"),
-                        "only a chart from an OCI registry (oci://…) is copied into the \
-                         install's registry",
+                        "only a chart from an OCI registry (oci://…) or a chart repository is \
+                         copied into the install's registry",
                     ));
                 }
             }
@@ -45,10 +76,18 @@ impl HelmSource {
                 "an oci:// chart names its registry itself",
             ));
         }
+        errors.extend(self.copied_at(field));
+        errors
+    }
+
+    /// Field errors of what a chart copied into the install's registry needs: a
+    /// version, a destination, credentials by reference.
+    fn copied_at(&self, field: &str) -> Vec<FieldError> {
+        let mut errors = Vec::new();
         match &self.version {
             None => errors.push(FieldError::required(
                 format!("{field}.version"),
-                "an oci:// chart is pulled at a version (its tag)",
+                "a chart from a registry or repository is pulled at a version",
             )),
             Some(version) => {
                 if let Some(why) = version_error(version) {
@@ -89,6 +128,39 @@ impl HelmSource {
 
 fn is_template(text: &str) -> bool {
     text.contains("{{")
+}
+
+/// Why `url` is not an `https://` or `http://` URL with a host; `None` when it is (or is
+/// a template).
+pub fn url_error(url: &str) -> Option<&'static str> {
+    if is_template(url) {
+        return None;
+    }
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    match rest {
+        Some(rest)
+            if !rest.is_empty()
+                && !rest.starts_with('/')
+                && !rest.contains(char::is_whitespace) =>
+        {
+            None
+        }
+        _ => Some("must be an https:// (or, on loopback, http://) URL"),
+    }
+}
+
+/// Why `name` is not a chart name of a repository (`[a-z0-9]`, `.`, `_`, `-`, no `/`).
+pub fn chart_name_error(name: &str) -> Option<&'static str> {
+    let ok = !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        });
+    (!ok && !is_template(name)).then_some(
+        "a repository's chart is named by its name in the index (a-z, 0-9, `.`, `_`, `-`)",
+    )
 }
 
 /// Why `text` is not `HOST[:PORT]/NAME` (NAME: lower-case path components joined by
@@ -250,6 +322,32 @@ mod tests {
                 "spec.helm.sourceAuth.password".into(),
                 FieldErrorKind::Invalid
             )]
+        );
+    }
+
+    #[test]
+    fn a_repository_chart_names_a_version_and_a_destination() {
+        let mut http = oci();
+        http.chart = "shop".into();
+        http.repository = Some("https://charts.vendor.example/stable".into());
+        assert_eq!(errors(&http), []);
+        http.chart = "stable/shop".into();
+        http.repository = Some("ftp://charts.vendor.example".into());
+        http.version = Some(format!("1.2.0@sha256:{}", "a".repeat(64)));
+        http.destination = None;
+        http.source_auth = Some(RegistryAuth {
+            ecr: true,
+            ..RegistryAuth::default()
+        });
+        assert_eq!(
+            errors(&http),
+            [
+                ("spec.helm.repository".into(), FieldErrorKind::Invalid),
+                ("spec.helm.chart".into(), FieldErrorKind::Invalid),
+                ("spec.helm.version".into(), FieldErrorKind::Invalid),
+                ("spec.helm.sourceAuth.ecr".into(), FieldErrorKind::Forbidden),
+                ("spec.helm.destination".into(), FieldErrorKind::Required),
+            ]
         );
     }
 

@@ -149,16 +149,19 @@ impl ManifestSource {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HelmSource {
-    /// A local chart directory (an absolute path or a `file://` URL), or a chart in an
-    /// OCI registry, `oci://HOST/REPOSITORY` (its version in `version`).
+    /// A local chart directory (an absolute path or a `file://` URL), a chart in an
+    /// OCI registry, `oci://HOST/REPOSITORY` (its version in `version`), or the name of
+    /// a chart of `repository`.
     pub chart: String,
-    /// Chart repository URL.
+    /// An HTTP chart repository's URL (where its `index.yaml` is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
-    /// Chart version: an OCI chart's tag, optionally pinned (`1.2.0@sha256:…`).
+    /// Chart version: an OCI chart's tag, optionally pinned (`1.2.0@sha256:…`), or a
+    /// repository chart's version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// An OCI chart's repository in the install's registry (`registry/name`), a
+    /// A registry or repository chart's repository in the install's registry
+    /// (`registry/name`), a
     /// template: the chart is copied there by digest and pulled from there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<String>,

@@ -23,6 +23,9 @@ request = json.loads(sys.argv[1])
 async def main():
     if request["action"] == "version":
         return {"version": helm.get_version()}
+    if request["action"] == "package":
+        archive = await helm.Package(helm.Configuration()).run(request["chart"], request["dest"])
+        return {"archive": archive}
     if request["action"] == "push":
         auth = request["auth"]
         config = helm.Configuration(
@@ -222,6 +225,12 @@ impl Helm {
             "remote": format!("oci://{host}/{namespace}"),
             "auth": auth,
         }));
+        PathBuf::from(reply["archive"].as_str().expect("the packaged archive"))
+    }
+
+    /// `helm package CHART -d DEST`: the archive's path (`DEST/NAME-VERSION.tgz`).
+    pub fn package(&self, chart: &Path, dest: &Path) -> PathBuf {
+        let reply = self.call(&json!({"action": "package", "chart": chart, "dest": dest}));
         PathBuf::from(reply["archive"].as_str().expect("the packaged archive"))
     }
 

@@ -15,6 +15,10 @@
 //! * the next Plan takes the new digest, copies it, and applies its new object;
 //! * the install's registry serving corrupted chart bytes (the vendor's are intact)
 //!   fails the Plan, "digest mismatch": what is rendered is read from there, checked.
+//! * a chart of an HTTP chart repository (`python -m http.server` serving Helm's
+//!   package and an `index.yaml`) is checked against the index's digest, pushed into the
+//!   install's registry as a Helm artefact and deployed from there by digest; an archive
+//!   that no longer matches the index fails the Plan.
 //! * admission: a malformed `oci://` reference, version or destination is refused with
 //!   422 naming the field, for admins (others are refused before validation), and
 //!   nothing is stored.
@@ -143,6 +147,19 @@ impl Stand {
         plan.status.and_then(|s| s.message).unwrap_or_default()
     }
 
+    /// The `greeting` of ConfigMap `shop-web` (the component's value).
+    fn greeting(&self) -> String {
+        self.cluster.kubectl().ok(&[
+            "get",
+            "configmap",
+            "shop-web",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.data.greeting}",
+        ])
+    }
+
     /// Names of the ConfigMaps in namespace `shop`.
     fn config_maps(&self) -> Vec<String> {
         let text = self.cluster.kubectl().ok(&[
@@ -257,15 +274,7 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     assert_eq!(outputs["chart"], json!(planned_from), "{outputs}");
     assert_eq!(source(&applied), Some(planned_from.clone()));
     assert_eq!(stand.config_maps(), ["shop-extra", "shop-web"]);
-    let greeting = stand.cluster.kubectl().ok(&[
-        "get",
-        "configmap",
-        "shop-web",
-        "-n",
-        "shop",
-        "-o",
-        "jsonpath={.data.greeting}",
-    ]);
+    let greeting = stand.greeting();
     assert_eq!(greeting, "from-the-registry");
 
     // The next Plan takes the version's new digest, through the install's registry.
@@ -353,6 +362,118 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     assert_eq!(stand.config_maps(), ["shop-extra", "shop-v2", "shop-web"]);
 }
 
+/// `python3 -m http.server` serving `dir` on a free loopback port: a chart repository.
+fn serve(dir: &std::path::Path) -> (Process, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(outpost_e2e::on_path("python3"))
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 -m http.server starts");
+    (Process::new(child), format!("127.0.0.1:{port}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chart_repository_chart_is_checked_against_its_index_and_deployed_from_the_install_registry()
+ {
+    let stand = start().await;
+    let repo = stand.dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let chart = stand.dir.path().join("http").join("shop");
+    copy_shop_chart(&chart, &[]);
+    let archive = stand.helm.package(&chart, &repo);
+    let digest = outpost_runner::example_image::sha256(&std::fs::read(&archive).unwrap());
+    let index = format!(
+        "apiVersion: v1\nentries:\n  shop:\n    - apiVersion: v2\n      name: shop\n      version: {VERSION}\n      appVersion: \"1.0\"\n      type: application\n      digest: {}\n      urls:\n        - shop-{VERSION}.tgz\ngenerated: \"2026-01-01T00:00:00Z\"\n",
+        digest.trim_start_matches("sha256:")
+    );
+    std::fs::write(repo.join("index.yaml"), index).unwrap();
+    let (_server, host) = serve(&repo);
+    eventually(30, "the chart repository to answer", async || {
+        tokio::net::TcpStream::connect(&host).await.ok().map(|_| ())
+    })
+    .await;
+    let component = || {
+        json!({"app": "shop", "type": "helm_chart", "helm": {
+            "chart": "shop", "repository": format!("http://{host}"), "version": VERSION,
+            "destination": format!("{}/acme/shop-http", stand.install.host),
+            "destinationAuth": credentials()["destinationAuth"],
+            "namespace": "shop", "values": {"greeting": "from-the-repository"}}})
+    };
+
+    ready_plan(
+        &stand.plans,
+        INSTALL,
+        "http-1",
+        "shop",
+        component(),
+        json!([]),
+    )
+    .await;
+    let waiting = stand.reaches("http-1", PlanPhase::AwaitingApproval).await;
+    let planned_from = source(&waiting).expect("the diff names the chart");
+    let prefix = format!("{}/acme/shop-http@sha256:", stand.install.host);
+    assert!(planned_from.starts_with(&prefix), "{planned_from}");
+    let manifest = planned_from.trim_start_matches(&format!("{}/", stand.install.host));
+    let (repository, manifest_digest) = manifest.split_once('@').unwrap();
+    assert!(
+        stand
+            .install
+            .has_manifest(repository, manifest_digest)
+            .await
+    );
+    assert_eq!(
+        stand.config_maps(),
+        Vec::<String>::new(),
+        "nothing applied yet"
+    );
+    approve(&stand.plans, &waiting).await.unwrap();
+    let applied = stand.reaches("http-1", PlanPhase::Succeeded).await;
+    let outputs = json!(applied.status.clone().unwrap_or_default().outputs);
+    assert_eq!(outputs["chart"], json!(planned_from), "{outputs}");
+    let greeting = stand.greeting();
+    assert_eq!(greeting, "from-the-repository");
+
+    // The archive no longer matches the index's digest: refused, nothing copied or applied.
+    copy_shop_chart(
+        &chart,
+        &[(
+            "v2.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-v2\ndata: {}\n",
+        )],
+    );
+    stand.helm.package(&chart, &repo);
+    ready_plan(
+        &stand.plans,
+        INSTALL,
+        "http-2",
+        "shop",
+        component(),
+        json!([]),
+    )
+    .await;
+    let message = stand.fails("http-2").await;
+    assert!(
+        message.contains(&format!(
+            "digest mismatch: http://{host}/shop-{VERSION}.tgz has sha256:"
+        )) && message.contains(&format!("the index says {digest}")),
+        "{message}"
+    );
+    assert_eq!(stand.config_maps(), ["shop-extra", "shop-web"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_oci_chart_is_refused_naming_the_field_and_nothing_is_stored() {
     const COMPONENTS: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/components";
@@ -381,6 +502,14 @@ async fn a_malformed_oci_chart_is_refused_naming_the_field_and_nothing_is_stored
         (json!({"version": null}), "spec.helm.version"),
         (json!({"destination": "acme-shop"}), "spec.helm.destination"),
         (json!({"destination": null}), "spec.helm.destination"),
+        (
+            json!({"chart": "shop", "repository": "ftp://charts.vendor.example"}),
+            "spec.helm.repository",
+        ),
+        (
+            json!({"chart": "stable/shop", "repository": "https://charts.vendor.example"}),
+            "spec.helm.chart",
+        ),
         (
             json!({"sourceAuth": {"username": VENDOR_USER, "password": VENDOR_PASSWORD}}),
             "spec.helm.sourceAuth.password",

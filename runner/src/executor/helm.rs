@@ -22,14 +22,15 @@
 //!   copied into the install's registry (`helm.destination`) and pulled from there by
 //!   digest ([`oci`]); the diff names it `install-registry/name@sha256:…` (its basis,
 //!   so its hash and the Plan's `status.diff.source`, and its summary), and so does the
-//!   apply's `chart` output. Charts from an HTTP chart repository are refused
-//!   with a clear error.
+//!   apply's `chart` output. A chart of an HTTP chart repository (`helm.repository`)
+//!   is checked against its index's digest and takes the same road ([`repo`]).
 //! * Secret references (`${outpost-secret:…}`) in values are refused: rendered values
 //!   would be in the diff. Secrets a Plan lists in `kubernetesSecrets` are written as
 //!   for manifests.
 
 mod oci;
 pub mod render;
+mod repo;
 
 use std::path::{Path, PathBuf};
 
@@ -81,7 +82,11 @@ impl HelmExecutor {
                 .get("helm")
                 .or_else(|| ctx.desired.pointer("/component/helm"))
                 .context("the desired state has no `helm`")?;
-            let chart_pulled = oci::pull(helm, &ctx.env, &ctx.work_dir).await?;
+            let chart_pulled = if helm.get("repository").is_some_and(|r| !r.is_null()) {
+                repo::pull(helm, &ctx.env, &ctx.work_dir).await?
+            } else {
+                oci::pull(helm, &ctx.env, &ctx.work_dir).await?
+            };
             chart.directory = chart_pulled.archive.clone();
             pulled = Some(chart_pulled.reference);
         }

@@ -90,17 +90,38 @@ pub async fn pull(
                 sync.vendor_registry()
             )
         })?;
-    let reference = sync.destination().pinned(&vendor.digest);
-    // From the install's registry, by the digest: what is rendered is what it holds.
-    let installed = registry::resolve(
+    let archive = pull_installed(
         &client,
         sync.destination(),
-        &sync.destination().at_digest(&vendor.digest),
+        &vendor.digest,
+        &sync.install_registry(),
+        work_dir,
     )
-    .await
-    .with_context(|| format!("cannot read {reference} from {}", sync.install_registry()))?;
+    .await?;
+    Ok(Pulled {
+        archive,
+        reference: sync.destination().pinned(&vendor.digest),
+        source: sync.source().pinned(&vendor.digest),
+        digest: vendor.digest,
+    })
+}
+
+/// Pulls chart `digest` from `destination` (the install's registry, `described` for
+/// errors) by that digest into `work_dir`: its manifest checked against the digest, its
+/// chart layer size-bounded and checked against its own. Returns the archive's path.
+pub(crate) async fn pull_installed(
+    client: &oci_client::Client,
+    destination: &Repository,
+    digest: &str,
+    described: &str,
+    work_dir: &Path,
+) -> anyhow::Result<PathBuf> {
+    let reference = destination.pinned(digest);
+    let installed = registry::resolve(client, destination, &destination.at_digest(digest))
+        .await
+        .with_context(|| format!("cannot read {reference} from {described}"))?;
     let layer = chart_layer(&installed, &reference)?;
-    let bytes = registry::pull_blob(&client, sync.destination(), &layer, MAX_CHART_BYTES)
+    let bytes = registry::pull_blob(client, destination, &layer, MAX_CHART_BYTES)
         .await
         .with_context(|| format!("cannot pull chart {reference}"))?;
     let dir = work_dir.join(PULLED_DIR);
@@ -109,12 +130,7 @@ pub async fn pull(
     let archive = dir.join(format!("{hex}.tgz"));
     std::fs::write(&archive, &bytes)
         .with_context(|| format!("cannot write {}", archive.display()))?;
-    Ok(Pulled {
-        archive,
-        reference,
-        source: sync.source().pinned(&vendor.digest),
-        digest: vendor.digest,
-    })
+    Ok(archive)
 }
 
 /// The chart archive layer of `artefact` (`what` names it), refusing what is not a

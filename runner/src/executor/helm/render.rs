@@ -51,13 +51,8 @@ impl Chart {
             .get("chart")
             .and_then(Value::as_str)
             .context("the helm source has no `chart`")?;
-        if source.get("repository").is_some_and(|r| !r.is_null()) {
-            bail!(
-                "chart {chart}: charts from an HTTP chart repository are not supported by this \
-                 runner yet; give an oci:// chart or a local chart directory under a --module-root"
-            );
-        }
-        let from_registry = chart.starts_with(outpost_api::chart_source::OCI_SCHEME);
+        let from_registry = chart.starts_with(outpost_api::chart_source::OCI_SCHEME)
+            || source.get("repository").is_some_and(|r| !r.is_null());
         let directory = if from_registry {
             PathBuf::new()
         } else {
@@ -276,10 +271,12 @@ mod tests {
         )
         .unwrap();
         assert!(oci.from_registry);
-        assert!(
-            refused(json!({"chart": "shop", "repository": "https://charts.example"}))
-                .contains("not supported by this runner yet"),
-        );
+        let http = Chart::of(
+            &json!({"helm": {"chart": "shop", "repository": "https://charts.example"}}),
+            &[],
+        )
+        .unwrap();
+        assert!(http.from_registry);
         assert!(refused(json!({"chart": "shop"})).contains("absolute directory"));
         let dir = tempfile::tempdir().unwrap();
         let chart = dir.path().to_str().unwrap();
