@@ -15,10 +15,11 @@
 //! * the next Plan takes the new digest, copies it, and applies its new object;
 //! * the install's registry serving corrupted chart bytes (the vendor's are intact)
 //!   fails the Plan, "digest mismatch": what is rendered is read from there, checked.
-//! * a chart of an HTTP chart repository (`python -m http.server` serving Helm's
-//!   package and an `index.yaml`) is checked against the index's digest, pushed into the
-//!   install's registry as a Helm artefact and deployed from there by digest; an archive
-//!   that no longer matches the index fails the Plan.
+//! * a chart of an HTTP chart repository (Python's `http.server` requiring basic auth,
+//!   serving Helm's package and an `index.yaml`): without `helm.sourceAuth` the Plan
+//!   fails, "unauthorized"; with it the archive is checked against the index's digest,
+//!   pushed into the install's registry as a Helm artefact and deployed from there by
+//!   digest; an archive that no longer matches the index fails the Plan.
 //! * admission: a malformed `oci://` reference, version or destination is refused with
 //!   422 naming the field, for admins (others are refused before validation), and
 //!   nothing is stored.
@@ -362,26 +363,41 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     assert_eq!(stand.config_maps(), ["shop-extra", "shop-v2", "shop-web"]);
 }
 
-/// `python3 -m http.server` serving `dir` on a free loopback port: a chart repository.
+/// A chart repository: `dir` served on a free loopback port by Python's `http.server`,
+/// answering 401 to any request without the vendor's user and password (HTTP basic).
+const REPOSITORY_SERVER: &str = r#"
+import base64, functools, http.server, sys
+port, directory, user, password = sys.argv[1:5]
+expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        if self.headers.get("Authorization") != expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="charts"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super().do_GET()
+handler = functools.partial(Handler, directory=directory)
+http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), handler).serve_forever()
+"#;
+
+/// [`REPOSITORY_SERVER`] serving `dir`: the process and its `host:port`.
 fn serve(dir: &std::path::Path) -> (Process, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .unwrap()
         .port();
     let child = std::process::Command::new(outpost_e2e::on_path("python3"))
-        .args([
-            "-m",
-            "http.server",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-        ])
+        .args(["-c", REPOSITORY_SERVER, &port.to_string()])
         .arg(dir)
+        .args([VENDOR_USER, VENDOR_PASSWORD])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .spawn()
-        .expect("python3 -m http.server starts");
+        .expect("the chart repository starts");
     (Process::new(child), format!("127.0.0.1:{port}"))
 }
 
@@ -405,20 +421,44 @@ async fn a_chart_repository_chart_is_checked_against_its_index_and_deployed_from
         tokio::net::TcpStream::connect(&host).await.ok().map(|_| ())
     })
     .await;
-    let component = || {
-        json!({"app": "shop", "type": "helm_chart", "helm": {
+    let component = |source_auth: bool| {
+        let mut component = json!({"app": "shop", "type": "helm_chart", "helm": {
             "chart": "shop", "repository": format!("http://{host}"), "version": VERSION,
             "destination": format!("{}/acme/shop-http", stand.install.host),
             "destinationAuth": credentials()["destinationAuth"],
-            "namespace": "shop", "values": {"greeting": "from-the-repository"}}})
+            "namespace": "shop", "values": {"greeting": "from-the-repository"}}});
+        if source_auth {
+            component["helm"]["sourceAuth"] = credentials()["sourceAuth"].clone();
+        }
+        component
     };
+
+    // Without the repository's credentials: fails closed, nothing applied.
+    ready_plan(
+        &stand.plans,
+        INSTALL,
+        "http-0",
+        "shop",
+        component(false),
+        json!([]),
+    )
+    .await;
+    let message = stand.fails("http-0").await;
+    assert!(
+        message.contains(&format!(
+            "cannot read http://{host}/index.yaml from the chart repository http://{host} \
+             anonymously (helm.sourceAuth is not set): unauthorized: HTTP 401"
+        )),
+        "{message}"
+    );
+    assert_eq!(stand.config_maps(), Vec::<String>::new());
 
     ready_plan(
         &stand.plans,
         INSTALL,
         "http-1",
         "shop",
-        component(),
+        component(true),
         json!([]),
     )
     .await;
@@ -460,7 +500,7 @@ async fn a_chart_repository_chart_is_checked_against_its_index_and_deployed_from
         INSTALL,
         "http-2",
         "shop",
-        component(),
+        component(true),
         json!([]),
     )
     .await;
