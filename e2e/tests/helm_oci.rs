@@ -273,6 +273,10 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     let applied = stand.reaches("oci-1", PlanPhase::Succeeded).await;
     let outputs = json!(applied.status.clone().unwrap_or_default().outputs);
     assert_eq!(outputs["chart"], json!(planned_from), "{outputs}");
+    assert_eq!(
+        outputs["chartSource"],
+        json!(format!("{}/{vendor_repository}@{first}", stand.vendor.host))
+    );
     assert_eq!(source(&applied), Some(planned_from.clone()));
     assert_eq!(stand.config_maps(), ["shop-extra", "shop-web"]);
     let greeting = stand.greeting();
@@ -483,6 +487,10 @@ async fn a_chart_repository_chart_is_checked_against_its_index_and_deployed_from
     let applied = stand.reaches("http-1", PlanPhase::Succeeded).await;
     let outputs = json!(applied.status.clone().unwrap_or_default().outputs);
     assert_eq!(outputs["chart"], json!(planned_from), "{outputs}");
+    assert_eq!(
+        outputs["chartSource"],
+        json!(format!("http://{host}/shop-{VERSION}.tgz@{digest}"))
+    );
     let greeting = stand.greeting();
     assert_eq!(greeting, "from-the-repository");
 

@@ -48,6 +48,10 @@ use render::{Chart, Renderer};
 const RENDERED_DIR: &str = "helm-rendered";
 /// The output naming the chart a registry chart was rendered from, by digest.
 const CHART_OUTPUT: &str = "chart";
+/// The output naming where that chart was copied from, by digest.
+const CHART_SOURCE_OUTPUT: &str = "chartSource";
+/// The key of the diff's basis naming where the chart was copied from.
+const BASIS_COPIED_FROM: &str = "copiedFrom";
 /// The annotation that makes an object a Helm hook.
 const HOOK_ANNOTATION: &str = "helm.sh/hook";
 
@@ -71,9 +75,12 @@ impl HelmExecutor {
     }
 
     /// Renders the Plan's chart (pulled from the install's registry first, for a chart
-    /// from a registry) and keeps the rendering for its apply; also returns the pulled
-    /// chart's reference by digest.
-    async fn render(&self, ctx: &StepContext) -> anyhow::Result<(StepContext, Option<String>)> {
+    /// from a registry) and keeps the rendering for its apply; also returns what was
+    /// pulled.
+    async fn render(
+        &self,
+        ctx: &StepContext,
+    ) -> anyhow::Result<(StepContext, Option<oci::Pulled>)> {
         let mut chart = Chart::of(&ctx.desired, &self.chart_roots)?;
         let mut pulled = None;
         if chart.from_registry {
@@ -88,7 +95,7 @@ impl HelmExecutor {
                 oci::pull(helm, &ctx.env, &ctx.work_dir).await?
             };
             chart.directory = chart_pulled.archive.clone();
-            pulled = Some(chart_pulled.reference);
+            pulled = Some(chart_pulled);
         }
         let manifest = self
             .renderer
@@ -104,12 +111,14 @@ impl HelmExecutor {
     }
 }
 
-/// `diff` naming the chart `reference` it was rendered from: in its basis (so in its
-/// hash, which an approval binds to, and in the Plan's `status.diff.source`) and its
-/// summary. The objects' own basis moves under `objects`.
-fn with_chart(mut diff: Diff, reference: &str) -> Diff {
-    diff.summary = format!("chart {reference}: {}", diff.summary);
-    diff.basis = json!({BASIS_ARTEFACT: reference, "objects": diff.basis});
+/// `diff` naming the chart it was rendered from, `pulled` from the install's registry:
+/// in its basis (so in its hash, which an approval binds to, and in the Plan's
+/// `status.diff.source`), with where it was copied from, and in its summary. The
+/// objects' own basis moves under `objects`.
+fn with_chart(mut diff: Diff, pulled: &oci::Pulled) -> Diff {
+    diff.summary = format!("chart {}: {}", pulled.reference, diff.summary);
+    diff.basis = json!({BASIS_ARTEFACT: pulled.reference, BASIS_COPIED_FROM: pulled.source,
+                        "objects": diff.basis});
     diff
 }
 
@@ -127,13 +136,18 @@ fn objects_diff(diff: &Diff) -> Diff {
     objects
 }
 
-/// `applied` with the `chart` output: the registry chart `diff` was rendered from, by
-/// digest (none for a local chart or a teardown).
+/// `applied` with the `chart` and `chartSource` outputs: the chart `diff` was rendered
+/// from and where it was copied from, by digest (none for a local chart or a teardown).
 fn with_lineage(diff: &Diff, mut applied: Applied) -> Applied {
     if let Some(reference) = chart_of(diff) {
         applied
             .outputs
             .insert(CHART_OUTPUT.to_owned(), Value::String(reference.to_owned()));
+        if let Some(source) = diff.basis.get(BASIS_COPIED_FROM) {
+            applied
+                .outputs
+                .insert(CHART_SOURCE_OUTPUT.to_owned(), source.clone());
+        }
     }
     applied
 }
@@ -234,7 +248,7 @@ impl Executor for HelmExecutor {
             let (rendered, pulled) = self.render(ctx).await?;
             let diff = self.objects.plan(&rendered).await?;
             Ok(match pulled {
-                Some(reference) => with_chart(diff, &reference),
+                Some(pulled) => with_chart(diff, &pulled),
                 None => diff,
             })
         })
@@ -312,7 +326,12 @@ mod tests {
             basis: json!([{"address": "ConfigMap/shop/web", "resourceVersion": null}]),
         };
         let reference = "127.0.0.1:5000/acme/shop@sha256:abc";
-        let named = with_chart(objects.clone(), reference);
+        let pulled = |reference: &str| oci::Pulled {
+            archive: PathBuf::from("/x.tgz"),
+            reference: reference.to_owned(),
+            source: "vendor.example/charts/shop@sha256:abc".to_owned(),
+        };
+        let named = with_chart(objects.clone(), &pulled(reference));
         assert_eq!(chart_of(&named), Some(reference));
         assert_eq!(
             named.summary,
@@ -320,7 +339,7 @@ mod tests {
         );
         assert_ne!(
             crate::plan_diff::hash(&named),
-            crate::plan_diff::hash(&with_chart(objects.clone(), "r/shop@sha256:def")),
+            crate::plan_diff::hash(&with_chart(objects.clone(), &pulled("r/shop@sha256:def"))),
             "an approval binds to the chart's digest"
         );
         assert_eq!(
@@ -331,6 +350,10 @@ mod tests {
         assert_eq!(objects_diff(&objects), objects);
         let applied = with_lineage(&named, Applied::default());
         assert_eq!(applied.outputs[CHART_OUTPUT], json!(reference));
+        assert_eq!(
+            applied.outputs[CHART_SOURCE_OUTPUT],
+            json!("vendor.example/charts/shop@sha256:abc")
+        );
         assert!(
             with_lineage(&objects, Applied::default())
                 .outputs

@@ -41,10 +41,9 @@ pub struct Pulled {
     pub archive: PathBuf,
     /// `install-registry/name@sha256:…`: where it was pulled from, by digest.
     pub reference: String,
-    /// `vendor-registry/name@sha256:…`: where it was copied from.
+    /// Where it was copied from: `vendor-registry/name@sha256:…`, or a repository
+    /// archive's `URL@sha256:…`.
     pub source: String,
-    /// The chart manifest's digest (the same in both registries).
-    pub digest: String,
 }
 
 /// The copy `helm` (the rendered `helm` block, `chart: oci://…`) describes.
@@ -102,7 +101,6 @@ pub async fn pull(
         archive,
         reference: sync.destination().pinned(&vendor.digest),
         source: sync.source().pinned(&vendor.digest),
-        digest: vendor.digest,
     })
 }
 

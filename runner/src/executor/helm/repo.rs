@@ -134,7 +134,6 @@ pub async fn pull(
         archive,
         reference: destination.pinned(&digest),
         source: format!("{url}@sha256:{actual}"),
-        digest,
     })
 }
 
