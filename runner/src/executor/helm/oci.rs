@@ -2,8 +2,9 @@
 //! vendor's registry into the install's (the `container_image` copy, by digest, with
 //! the same credentials settings: `helm.sourceAuth`, `helm.destinationAuth`), then
 //! pulled FROM THE INSTALL'S REGISTRY by that digest, its chart layer checked against
-//! its digest and size-bounded, and handed to Helm as the archive it is (Helm's loader
-//! unpacks it in memory, refusing paths out of the chart and oversized files).
+//! its digest and size-bounded, and handed to Helm as the archive it is: nothing is
+//! unpacked onto the runner's disk (Helm's loader reads the archive in memory, refusing
+//! entries outside the chart and oversized files).
 //!
 //! The chart is recognised by Helm's media types: config
 //! `application/vnd.cncf.helm.config.v1+json`, one layer
@@ -11,8 +12,8 @@
 //! any, is copied and not used). Anything else is refused before it is copied.
 //!
 //! The copy runs at plan time (the diff is the rendering's dry-run, so the chart must be
-//! read to plan) and pushes by digest only: no tag of the install's registry moves
-//! before the Plan is applied.
+//! read to plan) and pushes by digest only: no tag of the install's registry is moved,
+//! so a Plan nobody approved changes no name the customer's tools use.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
