@@ -19,7 +19,9 @@
 //!   serving Helm's package and an `index.yaml`): without `helm.sourceAuth` the Plan
 //!   fails, "unauthorized"; with it the archive is checked against the index's digest,
 //!   pushed into the install's registry as a Helm artefact and deployed from there by
-//!   digest; an archive that no longer matches the index fails the Plan.
+//!   digest; an archive that no longer matches the index fails the Plan, and so does
+//!   one (its digest right) with an entry climbing out of the chart (Helm's loader
+//!   refuses it; nothing is unpacked onto the runner's disk).
 //! * admission: a malformed `oci://` reference, version or destination is refused with
 //!   422 naming the field, for admins (others are refused before validation), and
 //!   nothing is stored.
@@ -520,7 +522,66 @@ async fn a_chart_repository_chart_is_checked_against_its_index_and_deployed_from
         "{message}"
     );
     assert_eq!(stand.config_maps(), ["shop-extra", "shop-web"]);
+
+    // An archive (its digest right) with an entry outside the chart: nothing is
+    // unpacked onto the runner's disk, and Helm's loader refuses it.
+    let evil = repo.join("evil-0.1.0.tgz");
+    let made = std::process::Command::new(outpost_e2e::on_path("python3"))
+        .args(["-c", EVIL_ARCHIVE])
+        .arg(&evil)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let evil_digest = outpost_runner::example_image::sha256(&std::fs::read(&evil).unwrap());
+    let index = std::fs::read_to_string(repo.join("index.yaml")).unwrap();
+    let index = index.replacen(
+        "entries:\n",
+        &format!(
+            "entries:\n  evil:\n    - apiVersion: v2\n      name: evil\n      version: 0.1.0\n      digest: {}\n      urls:\n        - evil-0.1.0.tgz\n",
+            evil_digest.trim_start_matches("sha256:")
+        ),
+        1,
+    );
+    std::fs::write(repo.join("index.yaml"), index).unwrap();
+    let mut component = component(true);
+    component["helm"]["chart"] = json!("evil");
+    component["helm"]["version"] = json!("0.1.0");
+    ready_plan(
+        &stand.plans,
+        INSTALL,
+        "http-3",
+        "shop",
+        component,
+        json!([]),
+    )
+    .await;
+    let message = stand.fails("http-3").await;
+    assert!(
+        message.contains("helm template of ")
+            && message.contains("failed to load chart: unable to load chart archive"),
+        "{message}"
+    );
+    assert!(
+        !stand.dir.path().join("escaped.yaml").exists()
+            && !stand.dir.path().join("state/escaped.yaml").exists()
+    );
+    assert_eq!(stand.config_maps(), ["shop-extra", "shop-web"]);
 }
+
+/// Writes a chart archive to `argv[1]` with an entry that climbs out of the chart.
+const EVIL_ARCHIVE: &str = r#"
+import io, sys, tarfile
+entries = [
+    ("evil/Chart.yaml", b"apiVersion: v2\nname: evil\nversion: 0.1.0\n"),
+    ("evil/templates/cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: evil\n"),
+    ("evil/../../escaped.yaml", b"escaped: true\n"),
+]
+with tarfile.open(sys.argv[1], "w:gz") as archive:
+    for name, data in entries:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_oci_chart_is_refused_naming_the_field_and_nothing_is_stored() {
