@@ -168,14 +168,30 @@ pub struct ClusterAccess {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HelmSource {
-    /// Chart name, or an `oci://` reference.
+    /// A local chart directory (an absolute path or a `file://` URL), a chart in an
+    /// OCI registry, `oci://HOST/REPOSITORY` (its version in `version`), or the name of
+    /// a chart of `repository`.
     pub chart: String,
-    /// Chart repository URL.
+    /// An HTTP chart repository's URL (where its `index.yaml` is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
-    /// Chart version.
+    /// Chart version: an OCI chart's tag, optionally pinned (`1.2.0@sha256:…`), or a
+    /// repository chart's version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// A registry or repository chart's repository in the install's registry
+    /// (`registry/name`), a
+    /// template: the chart is copied there by digest and pulled from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// How the runner authenticates to the vendor's registry (`chart`), as
+    /// `image.sourceAuth`. Anonymous when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_auth: Option<RegistryAuth>,
+    /// How the runner authenticates to the install's registry (`destination`), as
+    /// `image.destinationAuth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_auth: Option<RegistryAuth>,
     /// Release namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
@@ -376,6 +392,9 @@ impl Validate for Component {
         if let Some(terraform) = &spec.terraform {
             errors.extend(terraform.validate_at("spec.terraform"));
         }
+        if let Some(helm) = &spec.helm {
+            errors.extend(helm.validate_at("spec.helm"));
+        }
         if let Some(image) = &spec.image {
             for (field, auth) in [
                 ("spec.image.sourceAuth", &image.source_auth),
@@ -516,6 +535,9 @@ mod tests {
             version: None,
             namespace: None,
             values: BTreeMap::new(),
+            destination: None,
+            source_auth: None,
+            destination_auth: None,
         });
         assert_eq!(
             errors(&c),

@@ -16,6 +16,7 @@ pub mod app;
 pub mod audit_anchor;
 pub mod audit_chain;
 pub mod audit_event;
+pub mod chart_source;
 pub mod component;
 pub mod condition;
 pub mod crd;

@@ -55,6 +55,11 @@ pub struct PlanDiff {
     /// Whether `resources` (or a resource's `fields`) was cut to its bound.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The artefact the diff was rendered from, pinned by digest, when it came from a
+    /// registry (a `helm_chart` from an OCI registry: `install-registry/name@sha256:…`,
+    /// where the runner pulled it from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// The verdicts of the vendor's and the customer's local policies on this diff.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verdicts: Vec<Verdict>,

@@ -23,6 +23,18 @@ request = json.loads(sys.argv[1])
 async def main():
     if request["action"] == "version":
         return {"version": helm.get_version()}
+    if request["action"] == "package":
+        archive = await helm.Package(helm.Configuration()).run(request["chart"], request["dest"])
+        return {"archive": archive}
+    if request["action"] == "push":
+        auth = request["auth"]
+        config = helm.Configuration(
+            plain_http=True,
+            registry_auth={request["host"]: auth} if auth else None,
+        )
+        archive = await helm.Package(config).run(request["chart"], request["dest"])
+        await helm.Push(config).run(archive, request["remote"], plain_http=True)
+        return {"archive": archive}
     if request["action"] == "lint":
         result = await helm.Lint(helm.Configuration()).run(request["chart"])
         return {
@@ -78,6 +90,23 @@ pub struct Helm {
 /// The small chart the `helm_chart` executor's tests deploy, `e2e/helm/shop/`.
 pub fn shop_chart() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("helm/shop")
+}
+
+/// Copies `e2e/helm/shop` to `dir` (its templates, values and Chart.yaml), with
+/// `extra` templates (file name, content) added.
+pub fn copy_shop_chart(dir: &Path, extra: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir.join("templates")).expect("the chart directory is created");
+    for file in [
+        "Chart.yaml",
+        "values.yaml",
+        "templates/web.yaml",
+        "templates/extra.yaml",
+    ] {
+        std::fs::copy(shop_chart().join(file), dir.join(file)).expect("the chart is copied");
+    }
+    for (file, content) in extra {
+        std::fs::write(dir.join("templates").join(file), content).expect("a template is written");
+    }
 }
 
 /// The repository's Helm chart, `charts/outpost/`.
@@ -174,6 +203,37 @@ impl Helm {
         })
     }
 
+    /// `helm package CHART` then `helm push ARCHIVE oci://HOST/NAMESPACE` over plain
+    /// HTTP (`host` is a loopback registry), with `credentials` (user, password) when
+    /// it requires them: the chart lands at `HOST/NAMESPACE/CHART-NAME:VERSION` with
+    /// Helm's own media types. Returns the archive's path (under `scratch`).
+    pub fn push(
+        &self,
+        chart: &Path,
+        host: &str,
+        namespace: &str,
+        credentials: Option<(&str, &str)>,
+        scratch: &Path,
+    ) -> PathBuf {
+        let auth = credentials
+            .map(|(username, password)| json!({"username": username, "password": password}));
+        let reply = self.call(&json!({
+            "action": "push",
+            "chart": chart,
+            "dest": scratch,
+            "host": host,
+            "remote": format!("oci://{host}/{namespace}"),
+            "auth": auth,
+        }));
+        PathBuf::from(reply["archive"].as_str().expect("the packaged archive"))
+    }
+
+    /// `helm package CHART -d DEST`: the archive's path (`DEST/NAME-VERSION.tgz`).
+    pub fn package(&self, chart: &Path, dest: &Path) -> PathBuf {
+        let reply = self.call(&json!({"action": "package", "chart": chart, "dest": dest}));
+        PathBuf::from(reply["archive"].as_str().expect("the packaged archive"))
+    }
+
     fn call(&self, request: &Value) -> Value {
         let output = Command::new(&self.python)
             .arg("-c")
@@ -188,7 +248,9 @@ impl Helm {
             "helm-sdkpy failed on {request}:\n{stdout}\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        serde_json::from_str(stdout.trim())
+        // The reply is the last line: Helm prints progress (`Pushed: …`) before it.
+        let reply = stdout.trim().lines().last().unwrap_or_default();
+        serde_json::from_str(reply)
             .unwrap_or_else(|e| panic!("helm-sdkpy printed no JSON ({e}):\n{stdout}"))
     }
 }

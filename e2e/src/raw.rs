@@ -86,6 +86,33 @@ impl ControlPlane {
         }
     }
 
+    /// POSTs JSON `body` to `path` as each actor who may and may not create there: the
+    /// admin gets 422 `Invalid` whose first cause names `field`, and a reply that never
+    /// echoes `secret`; the viewer and the approver get 403. (Nothing is stored: the
+    /// caller checks the collection.)
+    pub async fn post_refused_as_invalid(&self, path: &str, body: &str, field: &str, secret: &str) {
+        const JSON: (&str, &str) = ("content-type", "application/json");
+        let admin = self
+            .raw(Some(&self.admin_token), "POST", path, &[JSON], body)
+            .await;
+        assert_eq!(
+            (admin.status, admin.json["reason"].as_str()),
+            (422, Some("Invalid")),
+            "{}",
+            admin.text
+        );
+        assert_eq!(
+            admin.json["details"]["causes"][0]["field"], field,
+            "{}",
+            admin.text
+        );
+        assert!(!admin.text.contains(secret), "{}", admin.text);
+        for token in [&self.viewer_token, &self.approver_token] {
+            let reply = self.raw(Some(token), "POST", path, &[JSON], body).await;
+            assert_eq!(reply.status, 403, "{}", reply.text);
+        }
+    }
+
     /// PATCHes `path` as the admin with a body of the given content type.
     pub async fn patch(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
         self.raw(

@@ -189,6 +189,17 @@ impl Registry {
             .ok()
     }
 
+    /// Whether the registry has manifest `digest` in `repository`.
+    pub async fn has_manifest(&self, repository: &str, digest: &str) -> bool {
+        let reference =
+            Reference::with_digest(self.host.clone(), repository.to_owned(), digest.to_owned());
+        self.client()
+            .await
+            .fetch_manifest_digest(&reference, &self.auth())
+            .await
+            .is_ok_and(|found| found == digest)
+    }
+
     /// Whether the registry has blob `digest` in `repository`.
     pub async fn has_blob(&self, repository: &str, digest: &str) -> bool {
         self.client()

@@ -15,7 +15,7 @@ use std::process::Stdio;
 
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::{ChangeAction, DriftReport, Plan, PlanPhase};
-use outpost_e2e::helm::{Helm, shop_chart};
+use outpost_e2e::helm::{Helm, copy_shop_chart};
 use outpost_e2e::job_plans::{INSTALL, deploy_plan, install_with_token, runner_command};
 use outpost_e2e::{Backend, ControlPlane, Process, eventually};
 use serde_json::{Value, json};
@@ -61,18 +61,7 @@ impl Stand {
     /// A copy of `e2e/helm/shop` under the runner's module root, with `extra` templates.
     fn chart(&self, name: &str, extra: &[(&str, &str)]) -> String {
         let dir = self.charts.path().join("charts").join(name);
-        std::fs::create_dir_all(dir.join("templates")).unwrap();
-        for file in [
-            "Chart.yaml",
-            "values.yaml",
-            "templates/web.yaml",
-            "templates/extra.yaml",
-        ] {
-            std::fs::copy(shop_chart().join(file), dir.join(file)).unwrap();
-        }
-        for (file, content) in extra {
-            std::fs::write(dir.join("templates").join(file), content).unwrap();
-        }
+        copy_shop_chart(&dir, extra);
         dir.to_str().unwrap().to_owned()
     }
 

@@ -21,6 +21,7 @@ mod ha;
 mod hardening;
 mod helm_chart;
 mod helm_component;
+mod helm_oci;
 mod image_sync;
 mod install_controller;
 mod install_inputs;

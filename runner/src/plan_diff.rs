@@ -41,6 +41,11 @@ pub fn plan_diff(diff: &Diff) -> PlanDiff {
         count(|a| a == ChangeAction::Delete),
     );
     plan_diff.truncated = resources.len() > MAX_DIFF_RESOURCES;
+    plan_diff.source = diff
+        .basis
+        .get(crate::executor::BASIS_ARTEFACT)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     plan_diff.resources = resources
         .into_iter()
         .take(MAX_DIFF_RESOURCES)

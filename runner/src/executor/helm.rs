@@ -18,13 +18,19 @@
 //!   Their ordering and deletion policies are Helm's release machinery, which this
 //!   executor does not run.
 //! * **sources**: a local chart directory under a `--module-root` (as terraform's local
-//!   modules). Charts from a repository or an OCI registry are refused with a clear
-//!   error until they are synced into the install's registry and pulled by digest.
+//!   modules), or a chart in an OCI registry (`oci://HOST/NAME` at `helm.version`),
+//!   copied into the install's registry (`helm.destination`) and pulled from there by
+//!   digest ([`oci`]); the diff names it `install-registry/name@sha256:…` (its basis,
+//!   so its hash and the Plan's `status.diff.source`, and its summary), and so does the
+//!   apply's `chart` output. A chart of an HTTP chart repository (`helm.repository`)
+//!   is checked against its index's digest and takes the same road ([`repo`]).
 //! * Secret references (`${outpost-secret:…}`) in values are refused: rendered values
 //!   would be in the diff. Secrets a Plan lists in `kubernetesSecrets` are written as
 //!   for manifests.
 
+mod oci;
 pub mod render;
+mod repo;
 
 use std::path::{Path, PathBuf};
 
@@ -35,11 +41,17 @@ use outpost_api::Operation;
 use serde_json::{Value, json};
 
 use super::kubernetes::{KubernetesExecutor, parse_manifest};
-use super::{Applied, Diff, Executor, Moved, StepContext};
+use super::{Applied, BASIS_ARTEFACT, Diff, Executor, Moved, StepContext};
 use render::{Chart, Renderer};
 
 /// Where each Plan's rendering is kept, under the entity's work directory.
 const RENDERED_DIR: &str = "helm-rendered";
+/// The output naming the chart a registry chart was rendered from, by digest.
+const CHART_OUTPUT: &str = "chart";
+/// The output naming where that chart was copied from, by digest.
+const CHART_SOURCE_OUTPUT: &str = "chartSource";
+/// The key of the diff's basis naming where the chart was copied from.
+const BASIS_COPIED_FROM: &str = "copiedFrom";
 /// The annotation that makes an object a Helm hook.
 const HOOK_ANNOTATION: &str = "helm.sh/hook";
 
@@ -62,9 +74,29 @@ impl HelmExecutor {
         }
     }
 
-    /// Renders the Plan's chart and keeps the rendering for its apply.
-    async fn render(&self, ctx: &StepContext) -> anyhow::Result<StepContext> {
-        let chart = Chart::of(&ctx.desired, &self.chart_roots)?;
+    /// Renders the Plan's chart (pulled from the install's registry first, for a chart
+    /// from a registry) and keeps the rendering for its apply; also returns what was
+    /// pulled.
+    async fn render(
+        &self,
+        ctx: &StepContext,
+    ) -> anyhow::Result<(StepContext, Option<oci::Pulled>)> {
+        let mut chart = Chart::of(&ctx.desired, &self.chart_roots)?;
+        let mut pulled = None;
+        if chart.from_registry {
+            let helm = ctx
+                .desired
+                .get("helm")
+                .or_else(|| ctx.desired.pointer("/component/helm"))
+                .context("the desired state has no `helm`")?;
+            let chart_pulled = if helm.get("repository").is_some_and(|r| !r.is_null()) {
+                repo::pull(helm, &ctx.env, &ctx.work_dir).await?
+            } else {
+                oci::pull(helm, &ctx.env, &ctx.work_dir).await?
+            };
+            chart.directory = chart_pulled.archive.clone();
+            pulled = Some(chart_pulled);
+        }
         let manifest = self
             .renderer
             .template(&ctx.entity, &chart, ctx.timeout)
@@ -75,9 +107,52 @@ impl HelmExecutor {
             .with_context(|| format!("cannot create {}", path.display()))?;
         std::fs::write(&path, &manifest)
             .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(as_manifest(ctx, &chart.namespace, manifest))
+        Ok((as_manifest(ctx, &chart.namespace, manifest), pulled))
     }
+}
 
+/// `diff` naming the chart it was rendered from, `pulled` from the install's registry:
+/// in its basis (so in its hash, which an approval binds to, and in the Plan's
+/// `status.diff.source`), with where it was copied from, and in its summary. The
+/// objects' own basis moves under `objects`.
+fn with_chart(mut diff: Diff, pulled: &oci::Pulled) -> Diff {
+    diff.summary = format!("chart {}: {}", pulled.reference, diff.summary);
+    diff.basis = json!({BASIS_ARTEFACT: pulled.reference, BASIS_COPIED_FROM: pulled.source,
+                        "objects": diff.basis});
+    diff
+}
+
+/// The chart a diff names ([`with_chart`]), if any.
+fn chart_of(diff: &Diff) -> Option<&str> {
+    diff.basis.get(BASIS_ARTEFACT).and_then(Value::as_str)
+}
+
+/// `diff` as the Kubernetes executor computed it: the objects' basis back in place.
+fn objects_diff(diff: &Diff) -> Diff {
+    let mut objects = diff.clone();
+    if chart_of(diff).is_some() {
+        objects.basis = diff.basis.get("objects").cloned().unwrap_or(Value::Null);
+    }
+    objects
+}
+
+/// `applied` with the `chart` and `chartSource` outputs: the chart `diff` was rendered
+/// from and where it was copied from, by digest (none for a local chart or a teardown).
+fn with_lineage(diff: &Diff, mut applied: Applied) -> Applied {
+    if let Some(reference) = chart_of(diff) {
+        applied
+            .outputs
+            .insert(CHART_OUTPUT.to_owned(), Value::String(reference.to_owned()));
+        if let Some(source) = diff.basis.get(BASIS_COPIED_FROM) {
+            applied
+                .outputs
+                .insert(CHART_SOURCE_OUTPUT.to_owned(), source.clone());
+        }
+    }
+    applied
+}
+
+impl HelmExecutor {
     /// The Plan's context with the rendering its plan kept.
     fn rendered(&self, ctx: &StepContext) -> anyhow::Result<StepContext> {
         let chart = Chart::of(&ctx.desired, &self.chart_roots)?;
@@ -170,8 +245,12 @@ impl Executor for HelmExecutor {
             if ctx.operation == Operation::Teardown {
                 return self.objects.plan(&Self::inventory(ctx)).await;
             }
-            let rendered = self.render(ctx).await?;
-            self.objects.plan(&rendered).await
+            let (rendered, pulled) = self.render(ctx).await?;
+            let diff = self.objects.plan(&rendered).await?;
+            Ok(match pulled {
+                Some(pulled) => with_chart(diff, &pulled),
+                None => diff,
+            })
         })
     }
 
@@ -181,9 +260,12 @@ impl Executor for HelmExecutor {
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
         Box::pin(async move {
-            let applied = self.objects.apply(&self.planned(ctx)?, diff).await?;
+            let applied = self
+                .objects
+                .apply(&self.planned(ctx)?, &objects_diff(diff))
+                .await?;
             let _ = std::fs::remove_file(rendered_path(&ctx.work_dir, &ctx.plan_uid));
-            Ok(applied)
+            Ok(with_lineage(diff, applied))
         })
     }
 
@@ -192,7 +274,13 @@ impl Executor for HelmExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { self.objects.unchanged(&self.planned(ctx)?, diff).await })
+        Box::pin(async move {
+            let applied = self
+                .objects
+                .unchanged(&self.planned(ctx)?, &objects_diff(diff))
+                .await?;
+            Ok(with_lineage(diff, applied))
+        })
     }
 
     fn moved<'a>(
@@ -200,7 +288,11 @@ impl Executor for HelmExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
-        Box::pin(async move { self.objects.moved(&self.planned(ctx)?, diff).await })
+        Box::pin(async move {
+            self.objects
+                .moved(&self.planned(ctx)?, &objects_diff(diff))
+                .await
+        })
     }
 
     fn observe<'a>(
@@ -222,6 +314,52 @@ impl Executor for HelmExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registry_chart_is_in_the_diff_and_the_objects_see_their_own_basis() {
+        let objects = Diff {
+            input: outpost_api::PolicyInput::Kubernetes,
+            document: json!([]),
+            summary: "1 objects: 1 to create".into(),
+            changes: true,
+            resources: None,
+            basis: json!([{"address": "ConfigMap/shop/web", "resourceVersion": null}]),
+        };
+        let reference = "127.0.0.1:5000/acme/shop@sha256:abc";
+        let pulled = |reference: &str| oci::Pulled {
+            archive: PathBuf::from("/x.tgz"),
+            reference: reference.to_owned(),
+            source: "vendor.example/charts/shop@sha256:abc".to_owned(),
+        };
+        let named = with_chart(objects.clone(), &pulled(reference));
+        assert_eq!(chart_of(&named), Some(reference));
+        assert_eq!(
+            named.summary,
+            format!("chart {reference}: 1 objects: 1 to create")
+        );
+        assert_ne!(
+            crate::plan_diff::hash(&named),
+            crate::plan_diff::hash(&with_chart(objects.clone(), &pulled("r/shop@sha256:def"))),
+            "an approval binds to the chart's digest"
+        );
+        assert_eq!(
+            crate::plan_diff::plan_diff(&named).source.as_deref(),
+            Some(reference)
+        );
+        assert_eq!(objects_diff(&named).basis, objects.basis);
+        assert_eq!(objects_diff(&objects), objects);
+        let applied = with_lineage(&named, Applied::default());
+        assert_eq!(applied.outputs[CHART_OUTPUT], json!(reference));
+        assert_eq!(
+            applied.outputs[CHART_SOURCE_OUTPUT],
+            json!("vendor.example/charts/shop@sha256:abc")
+        );
+        assert!(
+            with_lineage(&objects, Applied::default())
+                .outputs
+                .is_empty()
+        );
+    }
 
     #[test]
     fn hooks_are_refused_by_name() {

@@ -25,7 +25,7 @@
 //! when it is read then.
 
 pub mod auth;
-mod registry;
+pub(crate) mod registry;
 
 use anyhow::{Context as _, bail};
 use futures::future::BoxFuture;
@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 use self::auth::Access;
-use self::registry::Repository;
+use self::registry::{Image, Repository};
 use super::{Applied, Diff, Executor, StepContext};
 
 /// Copies `container_image` components into the install's registry.
@@ -48,9 +48,10 @@ impl ImageExecutor {
     }
 }
 
-/// A `container_image` component's rendered source.
+/// What one copy into the install's registry copies: a `container_image` component's
+/// rendered source, or a `helm_chart` component's chart from an OCI registry.
 #[derive(Clone, Debug)]
-struct ImageSync {
+pub(crate) struct ImageSync {
     source: Repository,
     /// The tag, when the component names one.
     tag: Option<String>,
@@ -61,11 +62,10 @@ struct ImageSync {
     source_access: Access,
     /// How the install's registry is reached.
     destination_access: Access,
+    /// The settings that say how each registry is reached (`image.sourceAuth`,
+    /// `image.destinationAuth`), as error messages name them.
+    auth_fields: (String, String),
 }
-
-/// The settings that say how each registry is reached, as error messages name them.
-const SOURCE_AUTH: &str = "image.sourceAuth";
-const DESTINATION_AUTH: &str = "image.destinationAuth";
 
 impl ImageSync {
     fn from_desired(desired: &Value) -> anyhow::Result<Self> {
@@ -76,12 +76,36 @@ impl ImageSync {
         let field = |name: &str| image.get(name).and_then(Value::as_str);
         let source = Repository::parse(field("repository").context("the image has no repository")?)
             .context("image.repository")?;
-        let destination = Repository::parse(
-            field("destination")
-                .context("the image names no destination repository in the install's registry")?,
-        )
-        .context("image.destination")?;
         let tag = field("tag").context("the image has no tag")?;
+        Self::parse(image, "image", source, tag)
+    }
+
+    /// The copy `block` (the rendered `image` or `helm`, `prefix` naming it) describes,
+    /// from `source` at `tag` (`TAG`, `TAG@sha256:…` or `sha256:…`) to its
+    /// `destination`, reaching the registries as its `sourceAuth` and
+    /// `destinationAuth` say.
+    pub(crate) fn parse(
+        block: &Value,
+        prefix: &str,
+        source: Repository,
+        tag: &str,
+    ) -> anyhow::Result<Self> {
+        let destination = Repository::parse(
+            block
+                .get("destination")
+                .and_then(Value::as_str)
+                .with_context(|| {
+                    format!(
+                        "the {prefix} names no destination repository in the install's registry"
+                    )
+                })?,
+        )
+        .with_context(|| format!("{prefix}.destination"))?;
+        let tag_field = if prefix == "helm" {
+            "helm.version".to_owned()
+        } else {
+            format!("{prefix}.tag")
+        };
         let (tag, pinned) = match tag.split_once('@') {
             Some((tag, digest)) => (Some(tag.to_owned()), Some(digest.to_owned())),
             None if tag.starts_with("sha256:") => (None, Some(tag.to_owned())),
@@ -90,17 +114,21 @@ impl ImageSync {
         if let Some(digest) = &pinned
             && !is_digest(digest)
         {
-            bail!("image.tag pins {digest:?}, which is not a sha256:<64 hex> digest");
+            bail!("{tag_field} pins {digest:?}, which is not a sha256:<64 hex> digest");
         }
+        let auth_fields = (
+            format!("{prefix}.sourceAuth"),
+            format!("{prefix}.destinationAuth"),
+        );
         let source_access = Access::from_desired(
-            image.get("sourceAuth"),
-            SOURCE_AUTH,
+            block.get("sourceAuth"),
+            &auth_fields.0,
             &source.registry,
             false,
         )?;
         let destination_access = Access::from_desired(
-            image.get("destinationAuth"),
-            DESTINATION_AUTH,
+            block.get("destinationAuth"),
+            &auth_fields.1,
             &destination.registry,
             true,
         )?;
@@ -111,11 +139,43 @@ impl ImageSync {
             destination,
             source_access,
             destination_access,
+            auth_fields,
         })
     }
 
+    /// The vendor's artefact resolved at the tag (or pinned digest), every manifest
+    /// read and checked; a pin must be what the tag resolves to.
+    pub(crate) async fn resolve_source(
+        &self,
+        client: &oci_client::Client,
+    ) -> anyhow::Result<Image> {
+        let source = self.source_text();
+        let image = registry::resolve(client, &self.source, &self.source_reference())
+            .await
+            .with_context(|| format!("cannot read {source} from {}", self.vendor_registry()))?;
+        if let Some(pinned) = &self.pinned
+            && *pinned != image.digest
+        {
+            bail!(
+                "digest mismatch: {source} resolves to {}, not the pinned {pinned}",
+                image.digest
+            );
+        }
+        Ok(image)
+    }
+
+    /// The repository in the vendor's registry.
+    pub(crate) fn source(&self) -> &Repository {
+        &self.source
+    }
+
+    /// The repository in the install's registry.
+    pub(crate) fn destination(&self) -> &Repository {
+        &self.destination
+    }
+
     /// `repository:tag`, `repository@digest` or `repository:tag@digest`.
-    fn source_text(&self) -> String {
+    pub(crate) fn source_text(&self) -> String {
         let mut text = format!("{}/{}", self.source.registry, self.source.name);
         if let Some(tag) = &self.tag {
             text = format!("{text}:{tag}");
@@ -138,7 +198,10 @@ impl ImageSync {
 
     /// A client of both registries with their credentials (secrets resolved from
     /// `env`, the step's environment).
-    async fn client(&self, env: &BTreeMap<String, String>) -> anyhow::Result<oci_client::Client> {
+    pub(crate) async fn client(
+        &self,
+        env: &BTreeMap<String, String>,
+    ) -> anyhow::Result<oci_client::Client> {
         let source = self
             .source_access
             .resolve(&self.source.registry, env)
@@ -163,20 +226,20 @@ impl ImageSync {
     }
 
     /// `the vendor registry HOST anonymously (image.sourceAuth is not set)`.
-    fn vendor_registry(&self) -> String {
+    pub(crate) fn vendor_registry(&self) -> String {
         format!(
             "the vendor registry {} {}",
             self.source.registry,
-            self.source_access.describe(SOURCE_AUTH)
+            self.source_access.describe(&self.auth_fields.0)
         )
     }
 
     /// `the install's registry HOST as "user" (image.destinationAuth)`.
-    fn install_registry(&self) -> String {
+    pub(crate) fn install_registry(&self) -> String {
         format!(
             "the install's registry {} {}",
             self.destination.registry,
-            self.destination_access.describe(DESTINATION_AUTH)
+            self.destination_access.describe(&self.auth_fields.1)
         )
     }
 }
@@ -201,17 +264,7 @@ impl ImageExecutor {
         let sync = ImageSync::from_desired(&ctx.desired)?;
         let client = sync.client(&ctx.env).await?;
         let source = sync.source_text();
-        let image = registry::resolve(&client, &sync.source, &sync.source_reference())
-            .await
-            .with_context(|| format!("cannot read {source} from {}", sync.vendor_registry()))?;
-        if let Some(pinned) = &sync.pinned
-            && *pinned != image.digest
-        {
-            bail!(
-                "digest mismatch: {source} resolves to {}, not the pinned {pinned}",
-                image.digest
-            );
-        }
+        let image = sync.resolve_source(&client).await?;
         let present = registry::present(&client, &sync.destination, &image, sync.tag.as_deref())
             .await
             .with_context(|| format!("cannot read {}", sync.install_registry()))?;

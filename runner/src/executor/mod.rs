@@ -69,7 +69,8 @@ pub struct Diff {
     /// The live state the apply depends on, checked again before an approved diff is
     /// applied (Kubernetes: each object's address and live resourceVersion); part of the
     /// diff's hash. `null` where the executor has nothing to check (terraform checks its
-    /// saved plan itself).
+    /// saved plan itself). An object with [`BASIS_ARTEFACT`] names the artefact the diff
+    /// was rendered from, by digest (shown as the Plan's `status.diff.source`).
     #[serde(default)]
     pub basis: Value,
 }
@@ -82,6 +83,10 @@ pub enum Purpose {
     /// Observing live state for drift (what the work dir holds, as deployed).
     Observe,
 }
+
+/// The key of a [`Diff::basis`] object naming the artefact, pinned by digest, that the
+/// diff was rendered from (a `helm_chart` from an OCI registry).
+pub const BASIS_ARTEFACT: &str = "artefact";
 
 /// Live state moved since the diff was computed: the approved diff is not applied (nothing
 /// was changed), the runner plans again and asks again.

@@ -28,8 +28,11 @@ pub struct Renderer {
 /// The chart a Plan deploys, resolved: where it is, its namespace and its values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chart {
-    /// The chart directory (under a chart root).
+    /// The chart: a directory under a chart root, or the archive pulled from the
+    /// install's registry (empty until it is pulled).
     pub directory: PathBuf,
+    /// The chart is in an OCI registry (`oci://`): it is pulled before it is rendered.
+    pub from_registry: bool,
     /// The release namespace: `helm.namespace`, else `default`.
     pub namespace: String,
     /// The values tree, from `helm.values`' dotted paths.
@@ -48,18 +51,17 @@ impl Chart {
             .get("chart")
             .and_then(Value::as_str)
             .context("the helm source has no `chart`")?;
-        if chart.starts_with("oci://") || source.get("repository").is_some_and(|r| !r.is_null()) {
-            bail!(
-                "chart {chart}: charts from a repository or an OCI registry are not supported \
-                 by this runner yet; give a local chart directory under a --module-root"
-            );
-        }
-        let path = Path::new(chart.strip_prefix("file://").unwrap_or(chart));
-        if !path.is_absolute() {
-            bail!("chart {chart}: a local chart is an absolute directory or a file:// URL");
-        }
-        let directory =
-            module_paths::source(path, roots).map_err(|e| anyhow::anyhow!("chart {chart}: {e}"))?;
+        let from_registry = chart.starts_with(outpost_api::chart_source::OCI_SCHEME)
+            || source.get("repository").is_some_and(|r| !r.is_null());
+        let directory = if from_registry {
+            PathBuf::new()
+        } else {
+            let path = Path::new(chart.strip_prefix("file://").unwrap_or(chart));
+            if !path.is_absolute() {
+                bail!("chart {chart}: a local chart is an absolute directory or a file:// URL");
+            }
+            module_paths::source(path, roots).map_err(|e| anyhow::anyhow!("chart {chart}: {e}"))?
+        };
         let mut values = Value::Object(Map::new());
         let set: BTreeMap<String, String> = match source.get("values") {
             None | Some(Value::Null) => BTreeMap::new(),
@@ -77,6 +79,7 @@ impl Chart {
         }
         Ok(Chart {
             directory,
+            from_registry,
             namespace: source
                 .get("namespace")
                 .and_then(Value::as_str)
@@ -262,14 +265,18 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        assert!(
-            refused(json!({"chart": "oci://registry.example/charts/shop"}))
-                .contains("not supported by this runner yet"),
-        );
-        assert!(
-            refused(json!({"chart": "shop", "repository": "https://charts.example"}))
-                .contains("not supported by this runner yet"),
-        );
+        let oci = Chart::of(
+            &json!({"helm": {"chart": "oci://registry.example/charts/shop"}}),
+            &[],
+        )
+        .unwrap();
+        assert!(oci.from_registry);
+        let http = Chart::of(
+            &json!({"helm": {"chart": "shop", "repository": "https://charts.example"}}),
+            &[],
+        )
+        .unwrap();
+        assert!(http.from_registry);
         assert!(refused(json!({"chart": "shop"})).contains("absolute directory"));
         let dir = tempfile::tempdir().unwrap();
         let chart = dir.path().to_str().unwrap();

@@ -465,3 +465,123 @@ fn digest_mismatch(e: &OciDistributionError) -> Option<String> {
         _ => None,
     }
 }
+
+/// Reads blob `blob` of `repository` into memory, at most `limit` bytes (its
+/// descriptor's size is checked first, and the bytes as they arrive), and checks the
+/// bytes against its digest.
+pub async fn pull_blob(
+    client: &Client,
+    repository: &Repository,
+    blob: &OciDescriptor,
+    limit: u64,
+) -> anyhow::Result<Vec<u8>> {
+    use futures::TryStreamExt as _;
+    use sha2::Digest as _;
+    let too_big = |size: u64| {
+        anyhow::anyhow!(
+            "blob {} of {} is {size} bytes, more than the {limit} allowed",
+            blob.digest,
+            repository.pinned(&blob.digest)
+        )
+    };
+    let declared = u64::try_from(blob.size).unwrap_or(u64::MAX);
+    if declared > limit {
+        return Err(too_big(declared));
+    }
+    let pulled = client
+        .pull_blob_stream(&repository.at_digest(&blob.digest), blob)
+        .await
+        .map_err(|e| {
+            describe(
+                e,
+                &format!(
+                    "cannot read blob {} from {}",
+                    blob.digest, repository.registry
+                ),
+            )
+        })?;
+    let mut stream = pulled.stream;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.try_next().await.map_err(|e| {
+        describe(
+            OciDistributionError::IoError(e),
+            &format!(
+                "cannot read blob {} from {}",
+                blob.digest, repository.registry
+            ),
+        )
+    })? {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > limit {
+            return Err(too_big(bytes.len() as u64));
+        }
+    }
+    let actual = format!("sha256:{:x}", sha2::Sha256::digest(&bytes));
+    if actual != blob.digest {
+        bail!(
+            "digest mismatch: blob {} of {} has digest {actual}",
+            blob.digest,
+            repository.registry
+        );
+    }
+    Ok(bytes)
+}
+
+/// Pushes a one-layer OCI artefact into `destination` by digest (no tag): its `config`
+/// and `layer` blobs (media type and bytes) and the manifest naming them. Returns the
+/// manifest's digest, which the registry is checked to serve.
+pub async fn push_artefact(
+    client: &Client,
+    destination: &Repository,
+    config: (&str, &[u8]),
+    layer: (&str, &[u8]),
+) -> anyhow::Result<String> {
+    use sha2::Digest as _;
+    let digest_of = |bytes: &[u8]| format!("sha256:{:x}", sha2::Sha256::digest(bytes));
+    let mut descriptors = Vec::new();
+    for (media_type, bytes) in [config, layer] {
+        let digest = digest_of(bytes);
+        let reference = destination.at_digest(&digest);
+        if !client.blob_exists(&reference, &digest).await.map_err(|e| {
+            describe(
+                e,
+                &format!("cannot check blob {digest} in {}", destination.registry),
+            )
+        })? {
+            client
+                .push_blob(&reference, bytes.to_vec(), &digest)
+                .await
+                .map_err(|e| {
+                    describe(
+                        e,
+                        &format!("cannot push blob {digest} to {}", destination.registry),
+                    )
+                })?;
+        }
+        descriptors.push(serde_json::json!({
+            "mediaType": media_type, "digest": digest, "size": bytes.len(),
+        }));
+    }
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_IMAGE_MEDIA_TYPE,
+        "config": descriptors[0],
+        "layers": [descriptors[1]],
+    });
+    let bytes = serde_json::to_vec(&manifest)?;
+    let manifest = Manifest {
+        digest: digest_of(&bytes),
+        media_type: OCI_IMAGE_MEDIA_TYPE.to_owned(),
+        bytes,
+    };
+    let reference = destination.at_digest(&manifest.digest);
+    push_manifest(client, &reference, &manifest).await?;
+    match manifest_digest(client, &reference).await? {
+        Some(digest) if digest == manifest.digest => Ok(digest),
+        other => bail!(
+            "after the push {} serves {other:?}, not {}",
+            destination.pinned(&manifest.digest),
+            manifest.digest
+        ),
+    }
+}
