@@ -59,3 +59,14 @@ pub async fn deny(plans: &Api<Plan>, name: &str, reason: &str) -> Result<Plan, k
     )
     .await
 }
+
+/// The resources of `plan`'s posted diff with what each changes, as an approver sees
+/// them. Panics when the Plan has no diff yet.
+pub fn diff_changes(plan: &Plan) -> Vec<(String, outpost_api::ChangeAction)> {
+    let diff = plan.status.as_ref().and_then(|s| s.diff.as_ref());
+    diff.expect("a diff")
+        .resources
+        .iter()
+        .map(|r| (r.address.clone(), r.action))
+        .collect()
+}

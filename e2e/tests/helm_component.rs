@@ -15,6 +15,7 @@ use std::process::Stdio;
 
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::{ChangeAction, DriftReport, Plan, PlanPhase};
+use outpost_e2e::approve::diff_changes;
 use outpost_e2e::helm::{Helm, copy_shop_chart};
 use outpost_e2e::job_plans::{INSTALL, deploy_plan, install_with_token, runner_command};
 use outpost_e2e::{Backend, ControlPlane, Process, eventually};
@@ -129,18 +130,6 @@ fn succeeded(plan: &Plan) -> &outpost_api::PlanStatus {
 }
 
 /// Each changed resource of the Plan's diff, with its action.
-fn changes(plan: &Plan) -> Vec<(String, ChangeAction)> {
-    let diff = plan
-        .status
-        .as_ref()
-        .and_then(|s| s.diff.clone())
-        .expect("a diff");
-    diff.resources
-        .iter()
-        .map(|r| (r.address.clone(), r.action))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_chart_deploys_reports_drift_prunes_on_upgrade_and_tears_down() {
     let stand = start().await;
@@ -152,7 +141,7 @@ async fn helm_chart_deploys_reports_drift_prunes_on_upgrade_and_tears_down() {
         .run("shop-1", "deploy", component(&chart, values.clone()))
         .await;
     succeeded(&deployed);
-    let created = changes(&deployed);
+    let created = diff_changes(&deployed);
     for address in [
         "ConfigMap/shop/shop-web",
         "ConfigMap/shop/shop-extra",
@@ -223,7 +212,7 @@ async fn helm_chart_deploys_reports_drift_prunes_on_upgrade_and_tears_down() {
         .run("shop-2", "deploy", component(&chart, values.clone()))
         .await;
     succeeded(&upgraded);
-    let upgrade = changes(&upgraded);
+    let upgrade = diff_changes(&upgraded);
     assert!(
         upgrade.contains(&("ConfigMap/shop/shop-extra".to_owned(), ChangeAction::Delete)),
         "{upgrade:?}"
@@ -261,7 +250,7 @@ async fn helm_chart_deploys_reports_drift_prunes_on_upgrade_and_tears_down() {
         .run("shop-4", "teardown", component(&chart, values))
         .await;
     succeeded(&torn);
-    let deleted = changes(&torn);
+    let deleted = diff_changes(&torn);
     assert!(
         deleted.contains(&("Deployment/shop/shop-web".to_owned(), ChangeAction::Delete)),
         "{deleted:?}"

@@ -31,6 +31,7 @@ use std::process::Stdio;
 use kube_client::api::Api;
 use outpost_api::{ChangeAction, Plan, PlanPhase};
 use outpost_e2e::approve::approve;
+use outpost_e2e::approve::diff_changes;
 use outpost_e2e::helm::{Helm, copy_shop_chart};
 use outpost_e2e::job_plans::{INSTALL, create_app, create_install, ready_plan, runner_command};
 use outpost_e2e::{Backend, ControlPlane, Process, Registry, eventually};
@@ -191,15 +192,6 @@ fn source(plan: &Plan) -> Option<String> {
     plan.status.as_ref()?.diff.as_ref()?.source.clone()
 }
 
-fn changes(plan: &Plan) -> Vec<(String, ChangeAction)> {
-    let diff = plan.status.as_ref().and_then(|s| s.diff.clone());
-    diff.expect("a diff")
-        .resources
-        .iter()
-        .map(|r| (r.address.clone(), r.action))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned() {
     let stand = start().await;
@@ -233,9 +225,10 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     .await;
     let waiting = stand.reaches("oci-1", PlanPhase::AwaitingApproval).await;
     assert!(
-        changes(&waiting).contains(&("ConfigMap/shop/shop-web".to_owned(), ChangeAction::Create)),
+        diff_changes(&waiting)
+            .contains(&("ConfigMap/shop/shop-web".to_owned(), ChangeAction::Create)),
         "{:?}",
-        changes(&waiting)
+        diff_changes(&waiting)
     );
     let planned_from = format!("{}/{INSTALL_REPOSITORY}@{first}", stand.install.host);
     assert_eq!(source(&waiting), Some(planned_from.clone()));
@@ -296,7 +289,7 @@ async fn an_oci_chart_is_pulled_from_the_install_registry_by_the_digest_planned(
     .await;
     let waiting = stand.reaches("oci-2", PlanPhase::AwaitingApproval).await;
     assert_eq!(
-        changes(&waiting),
+        diff_changes(&waiting),
         [("ConfigMap/shop/shop-v2".to_owned(), ChangeAction::Create)]
     );
     assert!(
