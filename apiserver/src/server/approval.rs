@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::ServerState;
 use super::body::{content_type, json, read};
 use super::dispatch::Call;
-use super::objects::RETRIES;
+use super::objects::{Current, RETRIES};
 use crate::admission::plan::{InstallPolicy, Refusal, check_status_write, decide as decide_plan};
 use crate::auth::{ADMINS, User, forbidden_message, runner_install};
 use crate::object_meta::{from_store, to_store};
@@ -128,38 +128,60 @@ pub async fn answer(call: &Call, body: Body) -> Result<Response, ApiError> {
 }
 
 /// Records `request` by the call's user on the named Plan, fenced by the resourceVersion
-/// read (a lost race is read and checked again).
+/// read (a lost race is read and checked again). The first try starts from the watch
+/// cache's copy and is trusted only when its write lands ([`Call::current`]).
 async fn decide(call: &Call, request: &ApprovalRequest) -> Result<Value, ApiError> {
+    let mut from_cache = !call.dry_run();
     for _ in 0..RETRIES {
-        let (kv, plan) = call.load().await?;
-        call.check_access(&plan)?;
-        let now = jiff::Timestamp::now();
-        let at = Time(now.round(jiff::Unit::Second).unwrap_or(now));
-        let mut decided = decide_plan(&plan, request, &call.user.name, at)
-            .map_err(|r| refused(r, call.subject()))?;
-        record_update(
-            Some(&plan),
-            &mut decided,
-            &call.field_manager(),
-            "Update",
-            &crate::object_meta::now(),
-        );
-        if call.dry_run() {
-            return Ok(decided);
-        }
-        match call
-            .state
-            .store
-            .update(&call.key(), to_store(&decided), kv.mod_revision)
-            .await
-        {
-            Ok(written) => return from_store(&written),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(err) => return Err(ApiError::from_store(err, call.subject())),
+        let current = call
+            .current(from_cache)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(call.subject()))?;
+        from_cache = false;
+        match decide_on(call, request, &current).await {
+            Ok(Some(decided)) => return Ok(decided),
+            Ok(None) => continue,
+            Err(_) if current.cached => continue, // the copy may be behind
+            Err(err) => return Err(err),
         }
     }
     Err(ApiError::Conflict {
         subject: call.subject(),
         reason: "the Plan kept changing; look again".into(),
     })
+}
+
+/// One try of [`decide`] on `current`: the Plan decided, or `None` when it changed
+/// meanwhile.
+async fn decide_on(
+    call: &Call,
+    request: &ApprovalRequest,
+    current: &Current,
+) -> Result<Option<Value>, ApiError> {
+    let plan = &current.object;
+    call.check_access(plan)?;
+    let now = jiff::Timestamp::now();
+    let at = Time(now.round(jiff::Unit::Second).unwrap_or(now));
+    let mut decided =
+        decide_plan(plan, request, &call.user.name, at).map_err(|r| refused(r, call.subject()))?;
+    record_update(
+        Some(plan),
+        &mut decided,
+        &call.field_manager(),
+        "Update",
+        &crate::object_meta::now(),
+    );
+    if call.dry_run() {
+        return Ok(Some(decided));
+    }
+    match call
+        .state
+        .store
+        .update(&call.key(), to_store(&decided), current.revision)
+        .await
+    {
+        Ok(written) => Ok(Some(from_store(&written)?)),
+        Err(StoreError::Conflict { .. }) => Ok(None),
+        Err(err) => Err(ApiError::from_store(err, call.subject())),
+    }
 }

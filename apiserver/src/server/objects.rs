@@ -12,7 +12,7 @@ use super::dispatch::Call;
 use super::list::Filter;
 use crate::object_meta::{finalizers, from_store, is_deleting, mark_deleting, to_store};
 use crate::status::{ApiError, Subject};
-use crate::storage::{KeyValue, ListOptions, StoreError};
+use crate::storage::{KeyValue, ListOptions, Revision, StoreError};
 use crate::table;
 
 /// Attempts at an unconditional write (no resourceVersion sent) that loses races before
@@ -20,6 +20,16 @@ use crate::table;
 /// another writer's landed, so this bound is only reached by as many writers of one
 /// object at once.
 pub const RETRIES: usize = 64;
+
+/// An object read for a read-modify-write ([`Call::current`]).
+pub struct Current {
+    /// The store revision it was read at: the write's precondition.
+    pub revision: Revision,
+    /// The object, `resourceVersion` set.
+    pub object: Value,
+    /// Whether it came from the watch cache (possibly behind the store).
+    pub cached: bool,
+}
 
 impl Call {
     /// The object's name from the path.
@@ -48,6 +58,41 @@ impl Call {
             .ok_or_else(|| ApiError::NotFound(self.subject()))?;
         let object = from_store(&kv)?;
         Ok((kv, object))
+    }
+
+    /// The named object for a read-modify-write, `None` when the store has none. With
+    /// `from_cache`, the watch cache's copy when it holds one, as kube-apiserver's
+    /// `GuaranteedUpdate` starts from the cacher's object: no store read when the cache
+    /// is current, which it nearly always is. A caller trusts a try that started from
+    /// the cache only when its compare-and-swap write lands (that proves the copy was
+    /// current); a refusal, a conflict or a no-op it tries again from the store.
+    pub async fn current(&self, from_cache: bool) -> Result<Option<Current>, ApiError> {
+        if from_cache
+            && let Some(cached) = self
+                .state
+                .cache(&self.rt)?
+                .get(self.namespace(), self.name())
+        {
+            return Ok(Some(Current {
+                revision: cached.revision,
+                object: cached.value()?,
+                cached: true,
+            }));
+        }
+        let Some(kv) = self
+            .state
+            .store
+            .get(&self.key())
+            .await
+            .map_err(|e| ApiError::from_store(e, self.subject()))?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Current {
+            revision: kv.mod_revision,
+            object: from_store(&kv)?,
+            cached: false,
+        }))
     }
 
     /// Whether the request is a dry run (`dryRun=All`).

@@ -264,8 +264,12 @@ pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
     if sent != revision {
         return Err(conflict(call));
     }
-    let object = commit_update(call, revision, &old, object).await?;
-    Ok(json_with_warnings(StatusCode::OK, &object, &warnings))
+    let committed = commit_update(call, revision, &old, object).await?;
+    Ok(json_with_warnings(
+        StatusCode::OK,
+        &committed.object,
+        &warnings,
+    ))
 }
 
 fn conflict(call: &Call) -> ApiError {
@@ -279,6 +283,22 @@ fn conflict(call: &Call) -> ApiError {
     )
 }
 
+/// What [`commit_update`] answers: the object, and whether the store took a write (a
+/// no-op or a dry run takes none).
+struct Committed {
+    object: Value,
+    wrote: bool,
+}
+
+impl Committed {
+    fn unwritten(object: Value) -> Self {
+        Committed {
+            object,
+            wrote: false,
+        }
+    }
+}
+
 /// Writes `new` over `old` (the version at `revision`): server fields, validation,
 /// finalizer completion, no-op detection, managed fields, compare-and-swap.
 async fn commit_update(
@@ -286,7 +306,7 @@ async fn commit_update(
     revision: Revision,
     old: &Value,
     mut new: Value,
-) -> Result<Value, ApiError> {
+) -> Result<Committed, ApiError> {
     call.check_access(old)?;
     prepare_update(&call.rt, old, &mut new, call.scope())?;
     call.check_access(&new)?;
@@ -304,10 +324,11 @@ async fn commit_update(
     }
     set_resource_version(&mut new, revision);
     if new == *old {
-        return Ok(new); // nothing to write: the resourceVersion stays
+        // Nothing to write: the resourceVersion stays.
+        return Ok(Committed::unwritten(new));
     }
     if call.dry_run() {
-        return Ok(new);
+        return Ok(Committed::unwritten(new));
     }
     let store = &call.state.store;
     if is_deleting(&new) && finalizers(&new).is_empty() {
@@ -316,7 +337,10 @@ async fn commit_update(
             .delete(&call.key(), Some(revision))
             .await
             .map_err(|e| ApiError::from_store(e, call.subject()))?;
-        return Ok(new);
+        return Ok(Committed {
+            object: new,
+            wrote: true,
+        });
     }
     record_update(
         Some(old),
@@ -330,7 +354,10 @@ async fn commit_update(
         .update(&call.key(), stored, revision)
         .await
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
-    from_store(&written)
+    Ok(Committed {
+        object: from_store(&written)?,
+        wrote: true,
+    })
 }
 
 /// Whether a patch sets `metadata.resourceVersion`, making it conditional on that
@@ -370,14 +397,18 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
         call.params.get("force").map(|_| force),
     )?;
     let manager = call.field_manager();
+    let patch = OnePatch {
+        call,
+        kind,
+        bytes: &bytes,
+        manager: &manager,
+        force,
+    };
+    // The first try starts from the watch cache's copy ([`Call::current`]); a dry run
+    // answers what the store holds.
+    let mut from_cache = !call.dry_run();
     for _ in 0..RETRIES {
-        let current = call
-            .state
-            .store
-            .get(&call.key())
-            .await
-            .map_err(|e| ApiError::from_store(e, call.subject()))?;
-        let Some(kv) = current else {
+        let Some(current) = call.current(from_cache).await? else {
             // A subresource never creates its object (an apply to `plans/NAME/status`
             // would otherwise make a whole Plan).
             if kind != PatchType::Apply || call.request.subresource.is_some() {
@@ -394,16 +425,65 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
                 other => return other,
             }
         };
-        let old = from_store(&kv)?;
+        from_cache = false;
+        let cached = current.cached;
+        let outcome = patch.try_on(current).await;
+        if cached && !matches!(&outcome, Ok(Try::Done(committed, _)) if committed.wrote) {
+            continue; // the cache's copy may be behind: again, from the store
+        }
+        match outcome {
+            Ok(Try::Done(committed, warnings)) => {
+                return Ok(json_with_warnings(
+                    StatusCode::OK,
+                    &committed.object,
+                    &warnings,
+                ));
+            }
+            Ok(Try::Raced) => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(conflict(call))
+}
+
+/// One `PATCH` request's body and options, tried on a version of its object.
+struct OnePatch<'a> {
+    call: &'a Call,
+    kind: PatchType,
+    bytes: &'a [u8],
+    manager: &'a str,
+    force: bool,
+}
+
+/// How one try of a write ended, when not with an error.
+enum Try {
+    /// Committed (or nothing to write), with the warnings to answer.
+    Done(Committed, Vec<String>),
+    /// Lost a race with another writer, and the request set no resourceVersion: try again.
+    Raced,
+}
+
+impl OnePatch<'_> {
+    /// Patches `current` and writes the result on the condition that the object is still
+    /// at `current.revision`.
+    async fn try_on(&self, current: super::objects::Current) -> Result<Try, ApiError> {
+        let OnePatch {
+            call,
+            kind,
+            bytes,
+            manager,
+            force,
+        } = *self;
+        let old = current.object;
         let (mut new, warnings, conditional) = if kind == PatchType::Apply {
-            let mut applied = parse_apply_body(&bytes)?;
+            let mut applied = parse_apply_body(bytes)?;
             check_url_name(&applied, call.name())?;
             let conditional = sets_resource_version(kind, &applied);
             let warnings = field_validation(call, &mut applied)?;
             let new = server_side_apply(
                 Some(&old),
                 &applied,
-                &manager,
+                manager,
                 force,
                 &crate::object_meta::now(),
             )
@@ -411,11 +491,11 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             (new, warnings, conditional)
         } else {
             let mut new = if kind == PatchType::StrategicMerge {
-                apply_strategic_merge(&old, &bytes)?
+                apply_strategic_merge(&old, bytes)?
             } else {
-                apply_patch(kind, &old, &bytes, &call.state.config.limits)?
+                apply_patch(kind, &old, bytes, &call.state.config.limits)?
             };
-            let conditional = serde_json::from_slice(&bytes)
+            let conditional = serde_json::from_slice(bytes)
                 .is_ok_and(|patch: Value| sets_resource_version(kind, &patch));
             let warnings = field_validation(call, &mut new)?;
             (new, warnings, conditional)
@@ -423,16 +503,15 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
         // A resourceVersion in the patch is a precondition; otherwise we retry races (the
         // patched object carries the resourceVersion read unless the patch changed it).
         if let Some(rv) = sent_resource_version(&new, &call.subject())?
-            && rv != kv.mod_revision
+            && rv != current.revision
         {
             return Err(conflict(call));
         }
-        set_resource_version(&mut new, kv.mod_revision);
-        match commit_update(call, kv.mod_revision, &old, new).await {
-            Err(ApiError::Conflict { .. }) if !conditional => continue,
-            Ok(object) => return Ok(json_with_warnings(StatusCode::OK, &object, &warnings)),
-            Err(err) => return Err(err),
+        set_resource_version(&mut new, current.revision);
+        match commit_update(call, current.revision, &old, new).await {
+            Err(ApiError::Conflict { .. }) if !conditional => Ok(Try::Raced),
+            Ok(committed) => Ok(Try::Done(committed, warnings)),
+            Err(err) => Err(err),
         }
     }
-    Err(conflict(call))
 }

@@ -68,25 +68,30 @@ impl TestStore {
 
     /// The server over this store, with the [`ADMIN`], [`VIEWER`] and [`NOBODY`] tokens.
     pub async fn server(&self) -> ApiServer {
-        let mut tokens = TokenFile::default();
-        for (token, name, groups) in [
-            (ADMIN, "admin", vec![ADMINS.to_owned()]),
-            (VIEWER, "viewer", vec![VIEWERS.to_owned()]),
-            (NOBODY, "nobody", vec![]),
-        ] {
-            tokens.insert(
-                token,
-                User {
-                    name: name.into(),
-                    uid: name.into(),
-                    groups,
-                },
-            );
-        }
-        ApiServer::new(self.store.clone(), ServerConfig::outpost(tokens))
-            .await
-            .expect("the server loads its caches")
+        server_over(self.store.clone()).await
     }
+}
+
+/// The server over `store`, with the [`ADMIN`], [`VIEWER`] and [`NOBODY`] tokens.
+pub async fn server_over(store: Arc<dyn Store>) -> ApiServer {
+    let mut tokens = TokenFile::default();
+    for (token, name, groups) in [
+        (ADMIN, "admin", vec![ADMINS.to_owned()]),
+        (VIEWER, "viewer", vec![VIEWERS.to_owned()]),
+        (NOBODY, "nobody", vec![]),
+    ] {
+        tokens.insert(
+            token,
+            User {
+                name: name.into(),
+                uid: name.into(),
+                groups,
+            },
+        );
+    }
+    ApiServer::new(store, ServerConfig::outpost(tokens))
+        .await
+        .expect("the server loads its caches")
 }
 
 /// Sends `request` through the server's routes.
