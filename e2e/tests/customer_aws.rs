@@ -847,30 +847,26 @@ enum ClusterAccess {
 const EKS_CLUSTER: &str = "globex-eks";
 
 /// The test's copy of the example for [`ClusterAccess::EksTokens`]: the sandbox outputs
-/// the stand-in's name, endpoint and CA (as an `aws_eks_cluster` would), every
-/// kubernetes_manifest names its cluster from them, and `cache` deploys with the
+/// the cluster's name (as an `aws_eks_cluster` would), every kubernetes_manifest names
+/// its cluster by it alone (the runner reads the endpoint and CA from EKS, where the
+/// test created the cluster at the stand-in's address), and `cache` deploys with the
 /// provision role (web keeps the maintenance role).
-fn with_eks_cluster(example: &Path, cluster: &ControlPlane) {
+fn with_eks_cluster(example: &Path) {
     let app = example.join("app.yaml");
     let text = std::fs::read_to_string(&app).unwrap();
     let output = "        output \"cluster_name\" {\n          value = terraform_data.cluster.output.name\n        }\n";
     assert!(text.contains(output), "app.yaml's cluster_name output");
-    let ca =
-        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cluster.tls.ca).unwrap());
-    let outputs = format!(
-        "        output \"cluster_name\" {{\n          value = \"{EKS_CLUSTER}\"\n        }}\n\
-         \n        output \"cluster_endpoint\" {{\n          value = \"{}\"\n        }}\n\
-         \n        output \"cluster_ca\" {{\n          value = \"{ca}\"\n        }}\n",
-        cluster.url
+    let named = format!(
+        "        output \"cluster_name\" {{\n          value = \"{EKS_CLUSTER}\"\n        }}\n"
     );
-    std::fs::write(&app, text.replace(output, &outputs)).unwrap();
+    std::fs::write(&app, text.replace(output, &named)).unwrap();
     let components = example.join("components.yaml");
     let text = std::fs::read_to_string(&components).unwrap();
     let manifest = "  type: kubernetes_manifest\n";
     assert!(text.contains(manifest), "components.yaml's manifests");
     let text = text.replace(
         manifest,
-        "  type: kubernetes_manifest\n  cluster:\n    name: \"{{ sandbox.outputs.cluster_name }}\"\n    endpoint: \"{{ sandbox.outputs.cluster_endpoint }}\"\n    certificateAuthorityData: \"{{ sandbox.outputs.cluster_ca }}\"\n",
+        "  type: kubernetes_manifest\n  cluster:\n    name: \"{{ sandbox.outputs.cluster_name }}\"\n",
     );
     let cache = "  name: cache\nspec:\n  app: shopfront\n";
     assert!(text.contains(cache), "components.yaml's cache");
@@ -910,7 +906,7 @@ subjects: [{kind: Group, name: "outpost:maintenance"}]
 async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Flow {
     let eks = access == ClusterAccess::EksTokens;
     let customer = if eks {
-        Customer::start_on(Moto::start(), false).await
+        Customer::start_on(Moto::start_with_eks_endpoints(&[]), false).await
     } else {
         Customer::start().await
     };
@@ -949,7 +945,14 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
         with_a_leaky_step(&example);
     }
     if eks {
-        with_eks_cluster(&example, &cluster);
+        with_eks_cluster(&example);
+        // The customer's EKS cluster is where the stand-in listens.
+        let ca = base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(&cluster.tls.ca).unwrap());
+        customer
+            .moto
+            .create_eks_cluster(REGION, EKS_CLUSTER, &cluster.url, &ca)
+            .await;
     }
     kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
     let client = cp.client().await;
