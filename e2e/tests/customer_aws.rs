@@ -729,6 +729,9 @@ struct RunnerLaunch {
     /// The stand-in cluster's admin kubeconfig; `None`: each Plan reaches the cluster
     /// its `cluster` block names with an EKS token of its role.
     kubeconfig: Option<PathBuf>,
+    /// `--helm` (the tests' `helm template` engine) and the `--module-root` local
+    /// charts lie under, for `helm_chart` components.
+    helm: Option<(PathBuf, PathBuf)>,
     /// The instance role's access key id, secret and session token.
     credentials: (String, String, String),
     state: PathBuf,
@@ -773,6 +776,14 @@ impl RunnerLaunch {
                     .iter()
                     .flat_map(|k| [std::ffi::OsStr::new("--kubeconfig"), k.as_os_str()]),
             )
+            .args(self.helm.iter().flat_map(|(helm, root)| {
+                [
+                    std::ffi::OsStr::new("--helm"),
+                    helm.as_os_str(),
+                    std::ffi::OsStr::new("--module-root"),
+                    root.as_os_str(),
+                ]
+            }))
             .arg("--terraform")
             .arg(on_path("terraform"))
             .arg("--bwrap")
@@ -850,8 +861,10 @@ const EKS_CLUSTER: &str = "globex-eks";
 /// the cluster's name (as an `aws_eks_cluster` would), every kubernetes_manifest names
 /// its cluster by it alone (the runner reads the endpoint and CA from EKS, where the
 /// test created the cluster at the stand-in's address), and `cache` deploys with the
-/// provision role (web keeps the maintenance role).
-fn with_eks_cluster(example: &Path) {
+/// provision role (web keeps the maintenance role). Two `helm_chart` components of a
+/// chart under `charts` (the runner's `--module-root`) name the cluster the same way:
+/// `chart` deploys with the provision role, `chart-readonly` with the maintenance role.
+fn with_eks_cluster(example: &Path, charts: &Path) {
     let app = example.join("app.yaml");
     let text = std::fs::read_to_string(&app).unwrap();
     let output = "        output \"cluster_name\" {\n          value = terraform_data.cluster.output.name\n        }\n";
@@ -873,6 +886,35 @@ fn with_eks_cluster(example: &Path) {
     let text = text.replace(
         cache,
         &format!("{cache}  operationRoles:\n    deploy: \"{{{{ install.id }}}}-provision\"\n"),
+    );
+    let chart = charts.join("hello");
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        chart.join("templates/config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\n\
+         data:\n  kubeVersion: {{ .Capabilities.KubeVersion.Version | quote }}\n",
+    )
+    .unwrap();
+    let chart_component = |name: &str, roles: &str| {
+        format!(
+            "---\napiVersion: outpost.dev/v1alpha1\nkind: Component\nmetadata:\n  name: {name}\n\
+             spec:\n  app: shopfront\n  type: helm_chart\n  cluster:\n    name: \"{{{{ sandbox.outputs.cluster_name }}}}\"\n\
+             \x20 helm:\n    chart: {}\n    namespace: shopfront\n{roles}",
+            chart.display()
+        )
+    };
+    let text = format!(
+        "{text}{}{}",
+        chart_component(
+            "chart",
+            "  operationRoles:\n    deploy: \"{{ install.id }}-provision\"\n"
+        ),
+        chart_component("chart-readonly", "")
     );
     std::fs::write(&components, text).unwrap();
 }
@@ -944,8 +986,9 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     if record {
         with_a_leaky_step(&example);
     }
+    let charts = example_dir.path().join("charts");
     if eks {
-        with_eks_cluster(&example);
+        with_eks_cluster(&example, &charts);
         // The customer's EKS cluster is where the stand-in listens.
         let ca = base64::engine::general_purpose::STANDARD
             .encode(std::fs::read(&cluster.tls.ca).unwrap());
@@ -1103,6 +1146,10 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
         checkpoint_parameter: outputs["AuditCheckpointParameter"].clone(),
         moto_endpoint: customer.moto.endpoint(),
         kubeconfig: (!eks).then(|| cluster.kubeconfig(&cluster.admin_token)),
+        helm: eks.then(|| {
+            let helm = outpost_e2e::helm::Helm::find().template_binary(example_dir.path());
+            (helm, charts.clone())
+        }),
         credentials: (
             credentials.access_key_id().to_owned(),
             credentials.secret_access_key().to_owned(),
@@ -2359,4 +2406,38 @@ async fn without_a_kubeconfig_each_plan_reaches_the_cluster_with_an_eks_token_of
     );
     let deployments: Api<Deployment> = Api::namespaced(flow.cluster.client().await, "shopfront");
     assert!(deployments.get_opt("web").await.unwrap().is_none());
+
+    // A helm_chart takes the same path: rendered with the cluster's .Capabilities and
+    // applied under the provision role; under the maintenance role the cluster refuses.
+    let chart = eventually(300, "chart's deploy Plan to succeed", async || {
+        deploy_of("chart", PlanPhase::Succeeded).await
+    })
+    .await;
+    assert_eq!(
+        chart.status.unwrap().role.unwrap().name,
+        format!("{}-provision", flow.uid)
+    );
+    let configs: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(flow.cluster.client().await, "shopfront");
+    let rendered = configs.get("chart-config").await.unwrap().data.unwrap();
+    assert!(rendered["kubeVersion"].starts_with("v1."), "{rendered:?}");
+    let readonly = eventually(300, "chart-readonly's deploy Plan to fail", async || {
+        deploy_of("chart-readonly", PlanPhase::Failed).await
+    })
+    .await;
+    let message = readonly.status.unwrap().message.unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "User \"maintenance:{}\" cannot patch resource \"configmaps\"",
+            readonly.metadata.uid.clone().unwrap()
+        )),
+        "{message}"
+    );
+    assert!(
+        configs
+            .get_opt("chart-readonly-config")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
