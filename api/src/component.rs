@@ -156,7 +156,9 @@ impl ManifestSource {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterAccess {
-    /// The cluster's name, signed into each token and looked up in EKS.
+    /// The cluster's name, signed into each token and looked up in EKS; empty for a
+    /// cluster reached by `kubeconfig`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
     /// The API server URL the vendor expects (optional): a Plan fails, before any token
     /// is minted, when it is not the one EKS reports.
@@ -165,6 +167,48 @@ pub struct ClusterAccess {
     /// The base64 PEM CA bundle the vendor expects (optional), checked as `endpoint`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub certificate_authority_data: String,
+    /// A cluster the customer brings (instead of `name`): `{{ secrets.NAME }}`, one of
+    /// the App's secrets, holding a kubeconfig the runner reads from the customer's
+    /// secret store under the Plan's role and keeps in memory. Never the kubeconfig
+    /// itself: the control plane does not hold it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kubeconfig: String,
+}
+
+impl ClusterAccess {
+    /// `spec.cluster`'s errors: a cluster is named by its EKS `name` or by a
+    /// `kubeconfig` secret reference, not both and not neither.
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if self.kubeconfig.trim().is_empty() {
+            errors.extend(validate_required("spec.cluster.name", &self.name));
+            return errors;
+        }
+        if crate::registry_auth::secret_reference(&self.kubeconfig).is_none() {
+            errors.push(FieldError::invalid(
+                "spec.cluster.kubeconfig",
+                "<redacted>",
+                "must be a secret reference, {{ secrets.NAME }}: a kubeconfig is never \
+                 stored in the control plane",
+            ));
+        }
+        for (field, value) in [
+            ("spec.cluster.name", &self.name),
+            ("spec.cluster.endpoint", &self.endpoint),
+            (
+                "spec.cluster.certificateAuthorityData",
+                &self.certificate_authority_data,
+            ),
+        ] {
+            if !value.is_empty() {
+                errors.push(FieldError::forbidden(
+                    field,
+                    "a cluster reached by a kubeconfig secret is named by that kubeconfig",
+                ));
+            }
+        }
+        errors
+    }
 }
 
 /// A Helm chart.
@@ -370,10 +414,8 @@ impl Validate for Component {
                 "only a kubernetes_manifest or helm_chart component names a cluster",
             ));
         }
+        errors.extend(spec.cluster.iter().flat_map(ClusterAccess::validate));
         let required = [
-            spec.cluster
-                .as_ref()
-                .map(|c| ("spec.cluster.name", c.name.as_str())),
             spec.manifest
                 .as_ref()
                 .map(|m| ("spec.manifest.content", m.content.as_str())),
@@ -619,6 +661,7 @@ mod tests {
             name: "{{ sandbox.outputs.cluster_name }}".into(),
             endpoint: "{{ sandbox.outputs.cluster_endpoint }}".into(),
             certificate_authority_data: String::new(),
+            kubeconfig: String::new(),
         });
         assert_eq!(errors(&c), []);
         // The endpoint is optional: the runner reads it from EKS.
@@ -629,7 +672,26 @@ mod tests {
             errors(&c),
             [("spec.cluster.name".into(), FieldErrorKind::Required)]
         );
+        // Or the customer's own cluster, by a kubeconfig in the secret store.
+        c.spec.cluster = Some(ClusterAccess {
+            name: String::new(),
+            endpoint: String::new(),
+            certificate_authority_data: String::new(),
+            kubeconfig: "{{ secrets.cluster_kubeconfig }}".into(),
+        });
+        assert_eq!(errors(&c), []);
+        c.spec.cluster.as_mut().unwrap().kubeconfig = "apiVersion: v1\nkind: Config".into();
+        assert_eq!(
+            errors(&c),
+            [("spec.cluster.kubeconfig".into(), FieldErrorKind::Invalid)]
+        );
+        c.spec.cluster.as_mut().unwrap().kubeconfig = "{{ secrets.k }}".into();
         c.spec.cluster.as_mut().unwrap().name = "eks".into();
+        assert_eq!(
+            errors(&c),
+            [("spec.cluster.name".into(), FieldErrorKind::Forbidden)]
+        );
+        c.spec.cluster.as_mut().unwrap().kubeconfig = String::new();
         c.spec.type_ = ComponentType::HelmChart;
         c.spec.helm = serde_json::from_value(json!({"chart": "/charts/shop"})).unwrap();
         c.spec.manifest = None;

@@ -308,10 +308,13 @@ impl Customer {
 
     /// Creates the install stack from `template` with the customer's parameters and
     /// waits for it; returns its outputs.
+    /// Creates the install stack from `template` with the runner token `token` and the
+    /// `secrets` the App declares beyond `api_key` (stack parameter, value).
     async fn create_stack(
         &self,
         template: &str,
         token: &str,
+        secrets: &[(&str, &str)],
     ) -> std::collections::BTreeMap<String, String> {
         use aws_sdk_cloudformation::types::{Capability, Parameter};
         let config = aws_sdk_cloudformation::config::Builder::from(&self.admin)
@@ -324,7 +327,8 @@ impl Customer {
                 .parameter_value(value)
                 .build()
         };
-        cfn.create_stack()
+        let mut request = cfn
+            .create_stack()
             .stack_name(STACK)
             .template_body(template)
             .capabilities(Capability::CapabilityNamedIam)
@@ -332,10 +336,11 @@ impl Customer {
             .parameters(parameter("RunnerAmiId", "ami-0123456789abcdef0"))
             .parameters(parameter("VpcId", &self.vpc))
             .parameters(parameter("RunnerSubnetId", &self.subnet))
-            .parameters(parameter("SecretApiKeyValue", API_KEY))
-            .send()
-            .await
-            .expect("CreateStack");
+            .parameters(parameter("SecretApiKeyValue", API_KEY));
+        for (key, value) in secrets {
+            request = request.parameters(parameter(key, value));
+        }
+        request.send().await.expect("CreateStack");
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let described = cfn
@@ -856,6 +861,8 @@ enum ClusterAccess {
 
 /// The cluster's name: the sandbox's `cluster_name` output in the EKS flow.
 const EKS_CLUSTER: &str = "globex-eks";
+/// The App secret holding the kubeconfig of the customer's own cluster (EKS flow).
+const OWN_KUBECONFIG: &str = "cluster_kubeconfig";
 
 /// The test's copy of the example for [`ClusterAccess::EksTokens`]: the sandbox outputs
 /// the cluster's name (as an `aws_eks_cluster` would), every kubernetes_manifest names
@@ -864,9 +871,20 @@ const EKS_CLUSTER: &str = "globex-eks";
 /// provision role (web keeps the maintenance role). Two `helm_chart` components of a
 /// chart under `charts` (the runner's `--module-root`) name the cluster the same way:
 /// `chart` deploys with the provision role, `chart-readonly` with the maintenance role.
+/// `own-cluster` is a manifest for a cluster the customer brings: named by a kubeconfig
+/// the customer keeps in Secrets Manager (App secret `cluster_kubeconfig`).
 fn with_eks_cluster(example: &Path, charts: &Path) {
     let app = example.join("app.yaml");
     let text = std::fs::read_to_string(&app).unwrap();
+    let secrets = "  secrets:\n";
+    assert!(text.contains(secrets), "app.yaml's secrets");
+    let text = text.replacen(
+        secrets,
+        &format!(
+            "{secrets}    - name: {OWN_KUBECONFIG}\n      description: Kubeconfig of the customer's own cluster.\n"
+        ),
+        1,
+    );
     let output = "        output \"cluster_name\" {\n          value = terraform_data.cluster.output.name\n        }\n";
     assert!(text.contains(output), "app.yaml's cluster_name output");
     let named = format!(
@@ -908,8 +926,14 @@ fn with_eks_cluster(example: &Path, charts: &Path) {
             chart.display()
         )
     };
+    let own_cluster = format!(
+        "---\napiVersion: outpost.dev/v1alpha1\nkind: Component\nmetadata:\n  name: own-cluster\n\
+         spec:\n  app: shopfront\n  type: kubernetes_manifest\n  cluster:\n    kubeconfig: \"{{{{ secrets.{OWN_KUBECONFIG} }}}}\"\n\
+         \x20 manifest:\n    namespace: shopfront\n    content: |\n      apiVersion: v1\n      kind: ConfigMap\n\
+         \x20     metadata:\n        name: own-cluster\n      data:\n        reached: by the customer's kubeconfig\n"
+    );
     let text = format!(
-        "{text}{}{}",
+        "{text}{own_cluster}{}{}",
         chart_component(
             "chart",
             "  operationRoles:\n    deploy: \"{{ install.id }}-provision\"\n"
@@ -1038,7 +1062,16 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     let template_json: Value = serde_json::from_str(&template).expect("the stack is JSON");
 
     // The customer creates the stack.
-    let outputs = customer.create_stack(&template, &token).await;
+    // The customer's own cluster's kubeconfig (EKS flow), a secret of the App's like
+    // the API key: a stack parameter, and the secret moto skips creating (below).
+    let own_kubeconfig = if eks {
+        std::fs::read_to_string(cluster.kubeconfig(&cluster.admin_token)).unwrap()
+    } else {
+        String::new()
+    };
+    let own_secret = [("SecretClusterKubeconfigValue", own_kubeconfig.as_str())];
+    let secrets: &[(&str, &str)] = if eks { &own_secret } else { &[] };
+    let outputs = customer.create_stack(&template, &token, secrets).await;
     let state_bucket = outputs["StateBucketName"].clone();
     // moto creates the bucket without its versioning (CloudFormation's
     // `VersioningConfiguration`): the customer turns it on as the template says.
@@ -1065,6 +1098,15 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     );
     assert_eq!(code, 200, "{answer}");
     let password = customer.create_secrets().await;
+    if eks {
+        aws_sdk_secretsmanager::Client::new(&customer.admin)
+            .create_secret()
+            .name(format!("outpost/default/{INSTALL}/{OWN_KUBECONFIG}"))
+            .secret_string(&own_kubeconfig)
+            .send()
+            .await
+            .expect("CreateSecret");
+    }
     let token_secret = customer.create_token_secret(&template_json, &token).await;
     let runner_role = outputs["RunnerRoleArn"].clone();
     let instance = outputs["RunnerInstanceId"].clone();
@@ -2439,5 +2481,31 @@ async fn without_a_kubeconfig_each_plan_reaches_the_cluster_with_an_eks_token_of
             .await
             .unwrap()
             .is_none()
+    );
+
+    // The customer's own cluster, by the kubeconfig in their Secrets Manager: reached,
+    // and the kubeconfig (its token) is in no Plan and no audit event.
+    eventually(300, "own-cluster's deploy Plan to succeed", async || {
+        deploy_of("own-cluster", PlanPhase::Succeeded).await
+    })
+    .await;
+    let reached = configs.get("own-cluster").await.unwrap().data.unwrap();
+    assert_eq!(reached["reached"], "by the customer's kubeconfig");
+    let token = &flow.cluster.admin_token;
+    let plans = serde_json::to_string(&flow.all_plans().await).unwrap();
+    assert!(
+        !plans.contains(token.as_str()),
+        "a Plan holds the kubeconfig's token"
+    );
+    let events: Api<AuditEvent> = Api::namespaced(flow.cp.client().await, "default");
+    let events =
+        serde_json::to_string(&events.list(&Default::default()).await.unwrap().items).unwrap();
+    assert!(
+        !events.contains(token.as_str()),
+        "an audit event holds the kubeconfig's token"
+    );
+    assert!(
+        plans.contains("${outpost-secret:cluster_kubeconfig}"),
+        "the Plan names the secret"
     );
 }

@@ -587,8 +587,9 @@ async fn a_role_that_may_not_describe_the_cluster_fails_closed() {
 }
 
 /// `spec.cluster` of a Component: the admin may name a manifest's cluster (by name: the
-/// endpoint is optional); a cluster on another type, or without a name, is 422 and a
-/// viewer's write 403, nothing stored either way.
+/// endpoint is optional; or by a kubeconfig secret reference); a cluster on another
+/// type, without a name, with a plain-text kubeconfig or with both is 422 and a viewer's
+/// write 403, nothing stored either way.
 #[tokio::test]
 async fn a_components_cluster_is_admitted_only_by_name_on_a_manifest() {
     let cp = ControlPlane::start(outpost_e2e::Backend::Embedded).await;
@@ -642,6 +643,31 @@ async fn a_components_cluster_is_admitted_only_by_name_on_a_manifest() {
     let name = reply.text.contains("spec.cluster.name");
     assert!(name, "{}", reply.text);
     assert_eq!(stored("no-name").await, 404);
+
+    // A customer's own cluster is named by a kubeconfig secret, never by the kubeconfig:
+    // plain text is refused without being echoed.
+    let plain = json!({"kubeconfig": "apiVersion: v1\nusers: [{user: {token: s3cr3t-token}}]"});
+    let reply = post(admin, component("plain-kubeconfig", manifest, plain)).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert!(
+        reply.text.contains("spec.cluster.kubeconfig"),
+        "{}",
+        reply.text
+    );
+    assert!(!reply.text.contains("s3cr3t-token"), "{}", reply.text);
+    assert_eq!(stored("plain-kubeconfig").await, 404);
+    let both = json!({"name": "eks", "kubeconfig": "{{ secrets.cluster_kubeconfig }}"});
+    let reply = post(admin, component("both", manifest, both)).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert!(reply.text.contains("spec.cluster.name"), "{}", reply.text);
+    assert_eq!(stored("both").await, 404);
+    let own = json!({"kubeconfig": "{{ secrets.cluster_kubeconfig }}"});
+    let reply = post(viewer, component("own-by-viewer", manifest, own.clone())).await;
+    assert_eq!(reply.status, 403, "{}", reply.text);
+    assert_eq!(stored("own-by-viewer").await, 404);
+    let reply = post(admin, component("own", manifest, own.clone())).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.json["spec"]["cluster"], own);
 
     let by_name = json!({"name": "{{ sandbox.outputs.cluster_name }}"});
     let reply = post(admin, component("by-name", manifest, by_name.clone())).await;

@@ -38,7 +38,9 @@ pub const TOKEN_SECONDS: u64 = 60;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Cluster {
-    /// The EKS cluster's name (signed into the token, and looked up in EKS).
+    /// The EKS cluster's name (signed into the token, and looked up in EKS); empty for
+    /// a cluster reached by [`Cluster::kubeconfig_secret`].
+    #[serde(default)]
     pub name: String,
     /// The API server's URL the vendor expects; empty when not given. Only checked
     /// against [`ApiServer::endpoint`].
@@ -48,6 +50,10 @@ pub struct Cluster {
     /// against [`ApiServer::certificate_authority_data`].
     #[serde(default)]
     pub certificate_authority_data: String,
+    /// A cluster the customer brings: `${outpost-secret:NAME}`, a secret holding a
+    /// kubeconfig, resolved into the step's environment like any secret reference.
+    #[serde(default, rename = "kubeconfig")]
+    pub kubeconfig_secret: String,
 }
 
 /// An EKS cluster's API server as EKS `DescribeCluster` reports it in the customer's
@@ -79,6 +85,51 @@ impl Cluster {
         namespace: &str,
     ) -> anyhow::Result<kube_client::Client> {
         client_of(self.kubeconfig(env, namespace).await?).await
+    }
+
+    /// The kubeconfig (in memory, as JSON) of this cluster for a step with environment
+    /// `env`: the customer's own ([`Cluster::customer_kubeconfig`]) when the block names
+    /// a kubeconfig secret, else one with an EKS token ([`Cluster::kubeconfig`]).
+    pub async fn step_kubeconfig(
+        &self,
+        env: &BTreeMap<String, String>,
+        namespace: &str,
+    ) -> anyhow::Result<Value> {
+        if self.kubeconfig_secret.is_empty() {
+            self.kubeconfig(env, namespace).await
+        } else {
+            self.customer_kubeconfig(env)
+        }
+    }
+
+    /// The kubeconfig the customer keeps in their secret store for their own cluster,
+    /// from the step's resolved secrets (read under the Plan's role, masked in every
+    /// output). Errors name the secret, never its content.
+    ///
+    /// # Errors
+    ///
+    /// The block's `kubeconfig` is not a secret reference (a kubeconfig in the desired
+    /// state would have passed through the control plane), the secret was not resolved,
+    /// or it is not a kubeconfig.
+    pub fn customer_kubeconfig(&self, env: &BTreeMap<String, String>) -> anyhow::Result<Value> {
+        use crate::executor::secret_ref;
+        let reference = self.kubeconfig_secret.trim();
+        let name = reference
+            .strip_prefix(secret_ref::PREFIX)
+            .and_then(|rest| rest.strip_suffix('}'))
+            .filter(|name| !name.contains('}'))
+            .context(
+                "the cluster's `kubeconfig` is not a secret reference: a kubeconfig is read \
+                 from the customer's secret store, never from the desired state",
+            )?;
+        let text = secret_ref::resolve(reference, env)?;
+        let kubeconfig: Value = serde_saphyr::from_str(&text)
+            .ok()
+            .filter(|k: &Value| k.get("clusters").is_some() && k.get("users").is_some())
+            .with_context(|| {
+                format!("secret {name:?} is not a kubeconfig (YAML with clusters and users)")
+            })?;
+        Ok(kubeconfig)
     }
 
     /// A kubeconfig (in memory, as JSON) of this cluster with a fresh token of the Plan
@@ -368,13 +419,54 @@ mod tests {
             Some(Cluster {
                 name: "eks".into(),
                 endpoint: "https://k".into(),
-                certificate_authority_data: "Q0E=".into()
+                certificate_authority_data: "Q0E=".into(),
+                kubeconfig_secret: String::new(),
             })
         );
         assert_eq!(Cluster::of(&json!({"type": "x"})).unwrap(), None);
         let named = Cluster::of(&json!({"cluster": {"name": "eks"}})).unwrap();
         assert_eq!(named.unwrap().endpoint, "");
-        assert!(Cluster::of(&json!({"cluster": {"endpoint": "https://k"}})).is_err());
+        assert!(Cluster::of(&json!({"cluster": {"name": 1}})).is_err());
+    }
+
+    #[test]
+    fn a_customers_kubeconfig_comes_only_from_a_resolved_secret() {
+        let cluster = |reference: &str| Cluster {
+            name: String::new(),
+            endpoint: String::new(),
+            certificate_authority_data: String::new(),
+            kubeconfig_secret: reference.into(),
+        };
+        let kubeconfig = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: https://k}}]\nusers: [{name: u, user: {token: t0ken}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        let env = BTreeMap::from([
+            (crate::secrets::env_name("kc"), kubeconfig.to_owned()),
+            (
+                crate::secrets::env_name("text"),
+                "not: [a kubeconfig".to_owned(),
+            ),
+        ]);
+        let read = cluster("${outpost-secret:kc}")
+            .customer_kubeconfig(&env)
+            .unwrap();
+        assert_eq!(read["users"][0]["user"]["token"], "t0ken");
+        let error = |reference: &str| {
+            format!(
+                "{:#}",
+                cluster(reference).customer_kubeconfig(&env).unwrap_err()
+            )
+        };
+        assert!(error("apiVersion: v1").contains("not a secret reference"));
+        assert!(error("x${outpost-secret:kc}").contains("not a secret reference"));
+        assert!(
+            error("${outpost-secret:other}")
+                .contains("\"other\" is referenced but was not resolved")
+        );
+        let not_one = error("${outpost-secret:text}");
+        assert!(
+            not_one.contains("secret \"text\" is not a kubeconfig"),
+            "{not_one}"
+        );
+        assert!(!not_one.contains("[a kubeconfig"), "{not_one}");
     }
 
     #[test]
@@ -387,6 +479,7 @@ mod tests {
             name: "shop-eks".into(),
             endpoint: endpoint.into(),
             certificate_authority_data: ca.into(),
+            kubeconfig_secret: String::new(),
         };
         cluster("", "").check(&server).unwrap();
         cluster("https://ABC.gr7.eu-west-1.eks.amazonaws.com/", "Q0E=\n")

@@ -4,6 +4,10 @@
 //! is what the cluster grants that role. A chart's objects are applied, dry-run and
 //! pruned with that client; Helm's engine gets the same cluster as a kubeconfig that
 //! lives only while it renders ([`Renderer::for_plan_cluster`]).
+//!
+//! A cluster the customer brings is named by a kubeconfig in their secret store
+//! (`cluster.kubeconfig: ${outpost-secret:NAME}`), read under the Plan's role like any
+//! secret and kept in memory ([`Cluster::customer_kubeconfig`]).
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -52,7 +56,7 @@ impl PlanRoleClusterExecutor {
                  name the install's cluster (from the sandbox's outputs) in the component"
             )
         })?;
-        let kubeconfig = cluster.kubeconfig(&ctx.env, DEFAULT_NAMESPACE).await?;
+        let kubeconfig = cluster.step_kubeconfig(&ctx.env, DEFAULT_NAMESPACE).await?;
         let client = crate::eks::client_of(kubeconfig.clone()).await?;
         Ok(match &self.helm {
             None => Box::new(KubernetesExecutor::new(client)),
