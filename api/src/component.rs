@@ -68,9 +68,9 @@ pub struct ComponentSpec {
     /// Source for `job`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobSource>,
-    /// The cluster a `kubernetes_manifest` goes into when the runner has no kubeconfig:
-    /// its Plans reach it with an EKS token of their role. Templates, usually of the
-    /// sandbox's outputs.
+    /// The cluster a `kubernetes_manifest` or `helm_chart` goes into when the runner has
+    /// no kubeconfig: its Plans reach it with an EKS token of their role. Templates,
+    /// usually of the sandbox's outputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterAccess>,
     /// Components (of the same App) deployed before this one.
@@ -151,17 +151,64 @@ impl ManifestSource {
 }
 
 /// An EKS cluster a component's Plans reach with a token of their role (what
-/// `aws eks get-token` mints), as `aws eks update-kubeconfig` would name it.
+/// `aws eks get-token` mints), by name: the runner reads its API server's endpoint and
+/// CA from EKS `DescribeCluster` under the Plan's role, never from the vendor.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterAccess {
-    /// The cluster's name, signed into each token.
+    /// The cluster's name, signed into each token and looked up in EKS; empty for a
+    /// cluster reached by `kubeconfig`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// The cluster's API server URL.
+    /// The API server URL the vendor expects (optional): a Plan fails, before any token
+    /// is minted, when it is not the one EKS reports.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub endpoint: String,
-    /// The base64 PEM CA bundle of the API server.
+    /// The base64 PEM CA bundle the vendor expects (optional), checked as `endpoint`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub certificate_authority_data: String,
+    /// A cluster the customer brings (instead of `name`): `{{ secrets.NAME }}`, one of
+    /// the App's secrets, holding a kubeconfig the runner reads from the customer's
+    /// secret store under the Plan's role and keeps in memory. Never the kubeconfig
+    /// itself: the control plane does not hold it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kubeconfig: String,
+}
+
+impl ClusterAccess {
+    /// `spec.cluster`'s errors: a cluster is named by its EKS `name` or by a
+    /// `kubeconfig` secret reference, not both and not neither.
+    fn validate(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if self.kubeconfig.trim().is_empty() {
+            errors.extend(validate_required("spec.cluster.name", &self.name));
+            return errors;
+        }
+        if crate::registry_auth::secret_reference(&self.kubeconfig).is_none() {
+            errors.push(FieldError::invalid(
+                "spec.cluster.kubeconfig",
+                "<redacted>",
+                "must be a secret reference, {{ secrets.NAME }}: a kubeconfig is never \
+                 stored in the control plane",
+            ));
+        }
+        for (field, value) in [
+            ("spec.cluster.name", &self.name),
+            ("spec.cluster.endpoint", &self.endpoint),
+            (
+                "spec.cluster.certificateAuthorityData",
+                &self.certificate_authority_data,
+            ),
+        ] {
+            if !value.is_empty() {
+                errors.push(FieldError::forbidden(
+                    field,
+                    "a cluster reached by a kubeconfig secret is named by that kubeconfig",
+                ));
+            }
+        }
+        errors
+    }
 }
 
 /// A Helm chart.
@@ -357,19 +404,18 @@ impl Validate for Component {
                 format!("only spec.{wanted} may be set for this spec.type"),
             ));
         }
-        if spec.cluster.is_some() && spec.type_ != ComponentType::KubernetesManifest {
+        let in_a_cluster = matches!(
+            spec.type_,
+            ComponentType::KubernetesManifest | ComponentType::HelmChart
+        );
+        if spec.cluster.is_some() && !in_a_cluster {
             errors.push(FieldError::forbidden(
                 "spec.cluster",
-                "only a kubernetes_manifest component names a cluster",
+                "only a kubernetes_manifest or helm_chart component names a cluster",
             ));
         }
+        errors.extend(spec.cluster.iter().flat_map(ClusterAccess::validate));
         let required = [
-            spec.cluster
-                .as_ref()
-                .map(|c| ("spec.cluster.name", c.name.as_str())),
-            spec.cluster
-                .as_ref()
-                .map(|c| ("spec.cluster.endpoint", c.endpoint.as_str())),
             spec.manifest
                 .as_ref()
                 .map(|m| ("spec.manifest.content", m.content.as_str())),
@@ -609,23 +655,50 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_is_named_only_by_a_manifest_and_in_full() {
+    fn a_cluster_is_named_only_by_a_manifest_or_chart_and_by_its_name() {
         let mut c = web();
         c.spec.cluster = Some(ClusterAccess {
             name: "{{ sandbox.outputs.cluster_name }}".into(),
             endpoint: "{{ sandbox.outputs.cluster_endpoint }}".into(),
             certificate_authority_data: String::new(),
+            kubeconfig: String::new(),
         });
         assert_eq!(errors(&c), []);
+        // The endpoint is optional: the runner reads it from EKS.
         c.spec.cluster.as_mut().unwrap().endpoint = String::new();
+        assert_eq!(errors(&c), []);
+        c.spec.cluster.as_mut().unwrap().name = " ".into();
         assert_eq!(
             errors(&c),
-            [("spec.cluster.endpoint".into(), FieldErrorKind::Required)]
+            [("spec.cluster.name".into(), FieldErrorKind::Required)]
         );
-        c.spec.cluster.as_mut().unwrap().endpoint = "https://k".into();
+        // Or the customer's own cluster, by a kubeconfig in the secret store.
+        c.spec.cluster = Some(ClusterAccess {
+            name: String::new(),
+            endpoint: String::new(),
+            certificate_authority_data: String::new(),
+            kubeconfig: "{{ secrets.cluster_kubeconfig }}".into(),
+        });
+        assert_eq!(errors(&c), []);
+        c.spec.cluster.as_mut().unwrap().kubeconfig = "apiVersion: v1\nkind: Config".into();
+        assert_eq!(
+            errors(&c),
+            [("spec.cluster.kubeconfig".into(), FieldErrorKind::Invalid)]
+        );
+        c.spec.cluster.as_mut().unwrap().kubeconfig = "{{ secrets.k }}".into();
+        c.spec.cluster.as_mut().unwrap().name = "eks".into();
+        assert_eq!(
+            errors(&c),
+            [("spec.cluster.name".into(), FieldErrorKind::Forbidden)]
+        );
+        c.spec.cluster.as_mut().unwrap().kubeconfig = String::new();
+        c.spec.type_ = ComponentType::HelmChart;
+        c.spec.helm = serde_json::from_value(json!({"chart": "/charts/shop"})).unwrap();
+        c.spec.manifest = None;
+        assert_eq!(errors(&c), []);
         c.spec.type_ = ComponentType::Job;
         c.spec.job = serde_json::from_value(json!({"image": "i"})).unwrap();
-        c.spec.manifest = None;
+        c.spec.helm = None;
         assert_eq!(
             errors(&c),
             [("spec.cluster".into(), FieldErrorKind::Forbidden)]

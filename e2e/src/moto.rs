@@ -1,6 +1,11 @@
 //! The AWS emulator, `moto_server`, on a free loopback port in a temporary directory,
 //! stopped when dropped. It comes from `OUTPOST_MOTO_SERVER` (set by `./x test`), else
 //! the repository's `.venv/` (made by `./x deps`).
+//!
+//! [`Moto::start_with_eks_endpoints`] runs the same server through
+//! `e2e/moto/eks_endpoints.py` (with the Python beside `moto_server`), so that an EKS
+//! cluster the test creates reports the stand-in cluster's address and CA in
+//! `DescribeCluster` ([`Moto::create_eks_cluster`]) instead of moto's made-up ones.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -41,13 +46,31 @@ impl Moto {
     /// after that many calls) and waits until its port accepts connections, without
     /// a request (each would count towards the unauthenticated ones).
     pub fn start_with_env(env: &[(&str, &str)]) -> Moto {
+        Moto::spawn(Command::new(moto_binary()), env)
+    }
+
+    /// [`Moto::start_with_env`] through `e2e/moto/eks_endpoints.py`: EKS clusters
+    /// created by [`Moto::create_eks_cluster`] report the endpoint and CA given there.
+    pub fn start_with_eks_endpoints(env: &[(&str, &str)]) -> Moto {
+        let python = moto_binary().with_file_name("python");
+        assert!(
+            python.is_file(),
+            "{} not found: the Python of moto_server's environment runs the EKS launcher",
+            python.display()
+        );
+        let mut command = Command::new(python);
+        command.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("moto/eks_endpoints.py"));
+        Moto::spawn(command, env)
+    }
+
+    fn spawn(mut command: Command, env: &[(&str, &str)]) -> Moto {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
             .port();
         let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
-        let child = Command::new(moto_binary())
+        let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .envs(env.iter().copied())
             .current_dir(dir.path())
@@ -71,6 +94,30 @@ impl Moto {
     /// `http://127.0.0.1:PORT`: the endpoint for every service.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Plays AWS creating EKS cluster `name` in `region` whose API server is at
+    /// `endpoint` with the base64 PEM CA bundle `ca` (a [`Moto::start_with_eks_endpoints`]
+    /// emulator reports them in `DescribeCluster`).
+    pub async fn create_eks_cluster(&self, region: &str, name: &str, endpoint: &str, ca: &str) {
+        use aws_sdk_eks::config::{BehaviorVersion, Credentials, Region};
+        let config = aws_sdk_eks::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(region.to_owned()))
+            .endpoint_url(self.endpoint())
+            .credentials_provider(Credentials::new("AKIDTEST", "test", None, None, "e2e"))
+            .http_client(outpost_runner::aws::http_client())
+            .build();
+        aws_sdk_eks::Client::from_conf(config)
+            .create_cluster()
+            .name(name)
+            .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+            .tags("outpost.test/endpoint", endpoint)
+            .tags("outpost.test/ca", ca)
+            .send()
+            .await
+            .expect("moto creates the EKS cluster");
     }
 
     /// What the emulator logged.

@@ -308,10 +308,13 @@ impl Customer {
 
     /// Creates the install stack from `template` with the customer's parameters and
     /// waits for it; returns its outputs.
+    /// Creates the install stack from `template` with the runner token `token` and the
+    /// `secrets` the App declares beyond `api_key` (stack parameter, value).
     async fn create_stack(
         &self,
         template: &str,
         token: &str,
+        secrets: &[(&str, &str)],
     ) -> std::collections::BTreeMap<String, String> {
         use aws_sdk_cloudformation::types::{Capability, Parameter};
         let config = aws_sdk_cloudformation::config::Builder::from(&self.admin)
@@ -324,7 +327,8 @@ impl Customer {
                 .parameter_value(value)
                 .build()
         };
-        cfn.create_stack()
+        let mut request = cfn
+            .create_stack()
             .stack_name(STACK)
             .template_body(template)
             .capabilities(Capability::CapabilityNamedIam)
@@ -332,10 +336,11 @@ impl Customer {
             .parameters(parameter("RunnerAmiId", "ami-0123456789abcdef0"))
             .parameters(parameter("VpcId", &self.vpc))
             .parameters(parameter("RunnerSubnetId", &self.subnet))
-            .parameters(parameter("SecretApiKeyValue", API_KEY))
-            .send()
-            .await
-            .expect("CreateStack");
+            .parameters(parameter("SecretApiKeyValue", API_KEY));
+        for (key, value) in secrets {
+            request = request.parameters(parameter(key, value));
+        }
+        request.send().await.expect("CreateStack");
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let described = cfn
@@ -729,6 +734,9 @@ struct RunnerLaunch {
     /// The stand-in cluster's admin kubeconfig; `None`: each Plan reaches the cluster
     /// its `cluster` block names with an EKS token of its role.
     kubeconfig: Option<PathBuf>,
+    /// `--helm` (the tests' `helm template` engine) and the `--module-root` local
+    /// charts lie under, for `helm_chart` components.
+    helm: Option<(PathBuf, PathBuf)>,
     /// The instance role's access key id, secret and session token.
     credentials: (String, String, String),
     state: PathBuf,
@@ -773,6 +781,14 @@ impl RunnerLaunch {
                     .iter()
                     .flat_map(|k| [std::ffi::OsStr::new("--kubeconfig"), k.as_os_str()]),
             )
+            .args(self.helm.iter().flat_map(|(helm, root)| {
+                [
+                    std::ffi::OsStr::new("--helm"),
+                    helm.as_os_str(),
+                    std::ffi::OsStr::new("--module-root"),
+                    root.as_os_str(),
+                ]
+            }))
             .arg("--terraform")
             .arg(on_path("terraform"))
             .arg("--bwrap")
@@ -845,38 +861,84 @@ enum ClusterAccess {
 
 /// The cluster's name: the sandbox's `cluster_name` output in the EKS flow.
 const EKS_CLUSTER: &str = "globex-eks";
+/// The App secret holding the kubeconfig of the customer's own cluster (EKS flow).
+const OWN_KUBECONFIG: &str = "cluster_kubeconfig";
 
 /// The test's copy of the example for [`ClusterAccess::EksTokens`]: the sandbox outputs
-/// the stand-in's name, endpoint and CA (as an `aws_eks_cluster` would), every
-/// kubernetes_manifest names its cluster from them, and `cache` deploys with the
-/// provision role (web keeps the maintenance role).
-fn with_eks_cluster(example: &Path, cluster: &ControlPlane) {
+/// the cluster's name (as an `aws_eks_cluster` would), every kubernetes_manifest names
+/// its cluster by it alone (the runner reads the endpoint and CA from EKS, where the
+/// test created the cluster at the stand-in's address), and `cache` deploys with the
+/// provision role (web keeps the maintenance role). Two `helm_chart` components of a
+/// chart under `charts` (the runner's `--module-root`) name the cluster the same way:
+/// `chart` deploys with the provision role, `chart-readonly` with the maintenance role.
+/// `own-cluster` is a manifest for a cluster the customer brings: named by a kubeconfig
+/// the customer keeps in Secrets Manager (App secret `cluster_kubeconfig`).
+fn with_eks_cluster(example: &Path, charts: &Path) {
     let app = example.join("app.yaml");
     let text = std::fs::read_to_string(&app).unwrap();
+    let secrets = "  secrets:\n";
+    assert!(text.contains(secrets), "app.yaml's secrets");
+    let text = text.replacen(
+        secrets,
+        &format!(
+            "{secrets}    - name: {OWN_KUBECONFIG}\n      description: Kubeconfig of the customer's own cluster.\n"
+        ),
+        1,
+    );
     let output = "        output \"cluster_name\" {\n          value = terraform_data.cluster.output.name\n        }\n";
     assert!(text.contains(output), "app.yaml's cluster_name output");
-    let ca =
-        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&cluster.tls.ca).unwrap());
-    let outputs = format!(
-        "        output \"cluster_name\" {{\n          value = \"{EKS_CLUSTER}\"\n        }}\n\
-         \n        output \"cluster_endpoint\" {{\n          value = \"{}\"\n        }}\n\
-         \n        output \"cluster_ca\" {{\n          value = \"{ca}\"\n        }}\n",
-        cluster.url
+    let named = format!(
+        "        output \"cluster_name\" {{\n          value = \"{EKS_CLUSTER}\"\n        }}\n"
     );
-    std::fs::write(&app, text.replace(output, &outputs)).unwrap();
+    std::fs::write(&app, text.replace(output, &named)).unwrap();
     let components = example.join("components.yaml");
     let text = std::fs::read_to_string(&components).unwrap();
     let manifest = "  type: kubernetes_manifest\n";
     assert!(text.contains(manifest), "components.yaml's manifests");
     let text = text.replace(
         manifest,
-        "  type: kubernetes_manifest\n  cluster:\n    name: \"{{ sandbox.outputs.cluster_name }}\"\n    endpoint: \"{{ sandbox.outputs.cluster_endpoint }}\"\n    certificateAuthorityData: \"{{ sandbox.outputs.cluster_ca }}\"\n",
+        "  type: kubernetes_manifest\n  cluster:\n    name: \"{{ sandbox.outputs.cluster_name }}\"\n",
     );
     let cache = "  name: cache\nspec:\n  app: shopfront\n";
     assert!(text.contains(cache), "components.yaml's cache");
     let text = text.replace(
         cache,
         &format!("{cache}  operationRoles:\n    deploy: \"{{{{ install.id }}}}-provision\"\n"),
+    );
+    let chart = charts.join("hello");
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        chart.join("templates/config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\n\
+         data:\n  kubeVersion: {{ .Capabilities.KubeVersion.Version | quote }}\n",
+    )
+    .unwrap();
+    let chart_component = |name: &str, roles: &str| {
+        format!(
+            "---\napiVersion: outpost.dev/v1alpha1\nkind: Component\nmetadata:\n  name: {name}\n\
+             spec:\n  app: shopfront\n  type: helm_chart\n  cluster:\n    name: \"{{{{ sandbox.outputs.cluster_name }}}}\"\n\
+             \x20 helm:\n    chart: {}\n    namespace: shopfront\n{roles}",
+            chart.display()
+        )
+    };
+    let own_cluster = format!(
+        "---\napiVersion: outpost.dev/v1alpha1\nkind: Component\nmetadata:\n  name: own-cluster\n\
+         spec:\n  app: shopfront\n  type: kubernetes_manifest\n  cluster:\n    kubeconfig: \"{{{{ secrets.{OWN_KUBECONFIG} }}}}\"\n\
+         \x20 manifest:\n    namespace: shopfront\n    content: |\n      apiVersion: v1\n      kind: ConfigMap\n\
+         \x20     metadata:\n        name: own-cluster\n      data:\n        reached: by the customer's kubeconfig\n"
+    );
+    let text = format!(
+        "{text}{own_cluster}{}{}",
+        chart_component(
+            "chart",
+            "  operationRoles:\n    deploy: \"{{ install.id }}-provision\"\n"
+        ),
+        chart_component("chart-readonly", "")
     );
     std::fs::write(&components, text).unwrap();
 }
@@ -910,7 +972,7 @@ subjects: [{kind: Group, name: "outpost:maintenance"}]
 async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Flow {
     let eks = access == ClusterAccess::EksTokens;
     let customer = if eks {
-        Customer::start_on(Moto::start(), false).await
+        Customer::start_on(Moto::start_with_eks_endpoints(&[]), false).await
     } else {
         Customer::start().await
     };
@@ -948,8 +1010,16 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     if record {
         with_a_leaky_step(&example);
     }
+    let charts = example_dir.path().join("charts");
     if eks {
-        with_eks_cluster(&example, &cluster);
+        with_eks_cluster(&example, &charts);
+        // The customer's EKS cluster is where the stand-in listens.
+        let ca = base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(&cluster.tls.ca).unwrap());
+        customer
+            .moto
+            .create_eks_cluster(REGION, EKS_CLUSTER, &cluster.url, &ca)
+            .await;
     }
     kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
     let client = cp.client().await;
@@ -992,7 +1062,16 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     let template_json: Value = serde_json::from_str(&template).expect("the stack is JSON");
 
     // The customer creates the stack.
-    let outputs = customer.create_stack(&template, &token).await;
+    // The customer's own cluster's kubeconfig (EKS flow), a secret of the App's like
+    // the API key: a stack parameter, and the secret moto skips creating (below).
+    let own_kubeconfig = if eks {
+        std::fs::read_to_string(cluster.kubeconfig(&cluster.admin_token)).unwrap()
+    } else {
+        String::new()
+    };
+    let own_secret = [("SecretClusterKubeconfigValue", own_kubeconfig.as_str())];
+    let secrets: &[(&str, &str)] = if eks { &own_secret } else { &[] };
+    let outputs = customer.create_stack(&template, &token, secrets).await;
     let state_bucket = outputs["StateBucketName"].clone();
     // moto creates the bucket without its versioning (CloudFormation's
     // `VersioningConfiguration`): the customer turns it on as the template says.
@@ -1019,6 +1098,15 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     );
     assert_eq!(code, 200, "{answer}");
     let password = customer.create_secrets().await;
+    if eks {
+        aws_sdk_secretsmanager::Client::new(&customer.admin)
+            .create_secret()
+            .name(format!("outpost/default/{INSTALL}/{OWN_KUBECONFIG}"))
+            .secret_string(&own_kubeconfig)
+            .send()
+            .await
+            .expect("CreateSecret");
+    }
     let token_secret = customer.create_token_secret(&template_json, &token).await;
     let runner_role = outputs["RunnerRoleArn"].clone();
     let instance = outputs["RunnerInstanceId"].clone();
@@ -1100,6 +1188,10 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
         checkpoint_parameter: outputs["AuditCheckpointParameter"].clone(),
         moto_endpoint: customer.moto.endpoint(),
         kubeconfig: (!eks).then(|| cluster.kubeconfig(&cluster.admin_token)),
+        helm: eks.then(|| {
+            let helm = outpost_e2e::helm::Helm::find().template_binary(example_dir.path());
+            (helm, charts.clone())
+        }),
         credentials: (
             credentials.access_key_id().to_owned(),
             credentials.secret_access_key().to_owned(),
@@ -2356,4 +2448,64 @@ async fn without_a_kubeconfig_each_plan_reaches_the_cluster_with_an_eks_token_of
     );
     let deployments: Api<Deployment> = Api::namespaced(flow.cluster.client().await, "shopfront");
     assert!(deployments.get_opt("web").await.unwrap().is_none());
+
+    // A helm_chart takes the same path: rendered with the cluster's .Capabilities and
+    // applied under the provision role; under the maintenance role the cluster refuses.
+    let chart = eventually(300, "chart's deploy Plan to succeed", async || {
+        deploy_of("chart", PlanPhase::Succeeded).await
+    })
+    .await;
+    assert_eq!(
+        chart.status.unwrap().role.unwrap().name,
+        format!("{}-provision", flow.uid)
+    );
+    let configs: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(flow.cluster.client().await, "shopfront");
+    let rendered = configs.get("chart-config").await.unwrap().data.unwrap();
+    assert!(rendered["kubeVersion"].starts_with("v1."), "{rendered:?}");
+    let readonly = eventually(300, "chart-readonly's deploy Plan to fail", async || {
+        deploy_of("chart-readonly", PlanPhase::Failed).await
+    })
+    .await;
+    let message = readonly.status.unwrap().message.unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "User \"maintenance:{}\" cannot patch resource \"configmaps\"",
+            readonly.metadata.uid.clone().unwrap()
+        )),
+        "{message}"
+    );
+    assert!(
+        configs
+            .get_opt("chart-readonly-config")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // The customer's own cluster, by the kubeconfig in their Secrets Manager: reached,
+    // and the kubeconfig (its token) is in no Plan and no audit event.
+    eventually(300, "own-cluster's deploy Plan to succeed", async || {
+        deploy_of("own-cluster", PlanPhase::Succeeded).await
+    })
+    .await;
+    let reached = configs.get("own-cluster").await.unwrap().data.unwrap();
+    assert_eq!(reached["reached"], "by the customer's kubeconfig");
+    let token = &flow.cluster.admin_token;
+    let plans = serde_json::to_string(&flow.all_plans().await).unwrap();
+    assert!(
+        !plans.contains(token.as_str()),
+        "a Plan holds the kubeconfig's token"
+    );
+    let events: Api<AuditEvent> = Api::namespaced(flow.cp.client().await, "default");
+    let events =
+        serde_json::to_string(&events.list(&Default::default()).await.unwrap().items).unwrap();
+    assert!(
+        !events.contains(token.as_str()),
+        "an audit event holds the kubeconfig's token"
+    );
+    assert!(
+        plans.contains("${outpost-secret:cluster_kubeconfig}"),
+        "the Plan names the secret"
+    );
 }

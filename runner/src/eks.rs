@@ -5,11 +5,17 @@
 //! `GetCallerIdentity` URL whose signed headers include `x-k8s-aws-id: CLUSTER`. The
 //! cluster (aws-iam-authenticator) calls that URL and learns who signed it; it cannot
 //! use the token for anything else, nor for another cluster, nor once it is 15 minutes
-//! old (aws-iam-authenticator's window). The token lives only in the Plan's kube client: never on
-//! disk, never in a Plan, log or audit event.
+//! old (aws-iam-authenticator's window). The token lives only in the Plan's kube client (and,
+//! while a chart renders, in a 0600 kubeconfig in the Plan's work directory for Helm's
+//! engine): never in a Plan, log or audit event.
 //!
 //! Which cluster comes from the component's `cluster` block (rendered from the
-//! sandbox's outputs): `name`, `endpoint`, `certificateAuthorityData`.
+//! sandbox's outputs): its `name`. Where the token goes comes from AWS: EKS
+//! `DescribeCluster` of that name under the Plan's role gives the API server's endpoint
+//! and CA. The block's `endpoint` and `certificateAuthorityData` are the vendor's word,
+//! optional, and only checked against AWS's: a Component that names another server
+//! fails the Plan before any token is minted, so a vendor cannot collect a token the
+//! customer's cluster would accept by pointing the runner at its own server.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -32,12 +38,31 @@ pub const TOKEN_SECONDS: u64 = 60;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Cluster {
-    /// The EKS cluster's name (signed into the token).
-    pub name: String,
-    /// The API server's URL.
-    pub endpoint: String,
-    /// The base64 PEM CA bundle of the API server; empty for a plain-HTTP endpoint.
+    /// The EKS cluster's name (signed into the token, and looked up in EKS); empty for
+    /// a cluster reached by [`Cluster::kubeconfig_secret`].
     #[serde(default)]
+    pub name: String,
+    /// The API server's URL the vendor expects; empty when not given. Only checked
+    /// against [`ApiServer::endpoint`].
+    #[serde(default)]
+    pub endpoint: String,
+    /// The base64 PEM CA bundle the vendor expects; empty when not given. Only checked
+    /// against [`ApiServer::certificate_authority_data`].
+    #[serde(default)]
+    pub certificate_authority_data: String,
+    /// A cluster the customer brings: `${outpost-secret:NAME}`, a secret holding a
+    /// kubeconfig, resolved into the step's environment like any secret reference.
+    #[serde(default, rename = "kubeconfig")]
+    pub kubeconfig_secret: String,
+}
+
+/// An EKS cluster's API server as EKS `DescribeCluster` reports it in the customer's
+/// account: where a token of the Plan's role may be sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiServer {
+    /// `cluster.endpoint`.
+    pub endpoint: String,
+    /// `cluster.certificateAuthority.data`: the base64 PEM CA bundle.
     pub certificate_authority_data: String,
 }
 
@@ -53,12 +78,74 @@ impl Cluster {
     }
 
     /// A kube client of this cluster authenticated by a fresh token of the Plan role's
-    /// credentials in `env` (see [`token`]).
+    /// credentials in `env`: [`Cluster::kubeconfig`]'s.
     pub async fn client(
         &self,
         env: &BTreeMap<String, String>,
         namespace: &str,
     ) -> anyhow::Result<kube_client::Client> {
+        client_of(self.kubeconfig(env, namespace).await?).await
+    }
+
+    /// The kubeconfig (in memory, as JSON) of this cluster for a step with environment
+    /// `env`: the customer's own ([`Cluster::customer_kubeconfig`]) when the block names
+    /// a kubeconfig secret, else one with an EKS token ([`Cluster::kubeconfig`]).
+    pub async fn step_kubeconfig(
+        &self,
+        env: &BTreeMap<String, String>,
+        namespace: &str,
+    ) -> anyhow::Result<Value> {
+        if self.kubeconfig_secret.is_empty() {
+            self.kubeconfig(env, namespace).await
+        } else {
+            self.customer_kubeconfig(env)
+        }
+    }
+
+    /// The kubeconfig the customer keeps in their secret store for their own cluster,
+    /// from the step's resolved secrets (read under the Plan's role, masked in every
+    /// output). Errors name the secret, never its content.
+    ///
+    /// # Errors
+    ///
+    /// The block's `kubeconfig` is not a secret reference (a kubeconfig in the desired
+    /// state would have passed through the control plane), the secret was not resolved,
+    /// or it is not a kubeconfig.
+    pub fn customer_kubeconfig(&self, env: &BTreeMap<String, String>) -> anyhow::Result<Value> {
+        use crate::executor::secret_ref;
+        let reference = self.kubeconfig_secret.trim();
+        let name = reference
+            .strip_prefix(secret_ref::PREFIX)
+            .and_then(|rest| rest.strip_suffix('}'))
+            .filter(|name| !name.contains('}'))
+            .context(
+                "the cluster's `kubeconfig` is not a secret reference: a kubeconfig is read \
+                 from the customer's secret store, never from the desired state",
+            )?;
+        let text = secret_ref::resolve(reference, env)?;
+        let kubeconfig: Value = serde_saphyr::from_str(&text)
+            .ok()
+            .filter(|k: &Value| k.get("clusters").is_some() && k.get("users").is_some())
+            .with_context(|| {
+                format!("secret {name:?} is not a kubeconfig (YAML with clusters and users)")
+            })?;
+        Ok(kubeconfig)
+    }
+
+    /// A kubeconfig (in memory, as JSON) of this cluster with a fresh token of the Plan
+    /// role's credentials in `env` (see [`token`]), for the API server EKS reports
+    /// ([`Cluster::describe`]) once [`Cluster::check`] found the block agreeing with it.
+    /// Nothing is minted before both succeed.
+    ///
+    /// # Warning
+    ///
+    /// It holds the token: keep it in memory, or in a file only the runner reads for as
+    /// long as a child needs it.
+    pub async fn kubeconfig(
+        &self,
+        env: &BTreeMap<String, String>,
+        namespace: &str,
+    ) -> anyhow::Result<Value> {
         let credentials = crate::aws::plan_role_credentials(env).context(
             "the Plan resolved no AWS role: a cluster reached by an EKS token needs one",
         )?;
@@ -66,6 +153,8 @@ impl Cluster {
             .get("AWS_REGION")
             .filter(|r| !r.is_empty())
             .context("the Plan's environment has no AWS_REGION")?;
+        let server = self.describe(env).await?;
+        self.check(&server)?;
         let endpoint = env.get("AWS_ENDPOINT_URL").filter(|e| !e.is_empty());
         let token = token(
             &credentials,
@@ -74,22 +163,110 @@ impl Cluster {
             &self.name,
             SystemTime::now(),
         )?;
-        let mut cluster = json!({"server": self.endpoint});
-        if !self.certificate_authority_data.is_empty() {
-            cluster["certificate-authority-data"] = json!(self.certificate_authority_data);
-        }
-        let kubeconfig: kube_client::config::Kubeconfig = serde_json::from_value(json!({
-            "clusters": [{"name": self.name, "cluster": cluster}],
+        Ok(json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {"server": server.endpoint,
+                "certificate-authority-data": server.certificate_authority_data}}],
             "users": [{"name": "plan-role", "user": {"token": token}}],
             "contexts": [{"name": "plan", "context": {
                 "cluster": self.name, "user": "plan-role", "namespace": namespace}}],
             "current-context": "plan",
         }))
-        .context("a kubeconfig for the cluster")?;
-        let config =
-            kube_client::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-        Ok(kube_client::Client::try_from(config)?)
     }
+
+    /// The cluster's API server as EKS `DescribeCluster` reports it, asked under the
+    /// Plan role's credentials in `env` (with `AWS_ENDPOINT_URL`, the runner's
+    /// `--aws-endpoint`). A role that may not describe the cluster fails here.
+    ///
+    /// # Errors
+    ///
+    /// The environment holds no role credentials or region, EKS refuses or does not
+    /// know the cluster, or reports no endpoint or CA (a cluster still being created).
+    pub async fn describe(&self, env: &BTreeMap<String, String>) -> anyhow::Result<ApiServer> {
+        let config = crate::aws::plan_role_config(env, None).context(
+            "the Plan resolved no AWS role: a cluster reached by an EKS token needs one",
+        )?;
+        let name = &self.name;
+        let described = aws_sdk_eks::Client::new(&config)
+            .describe_cluster()
+            .name(name)
+            .send()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "eks:DescribeCluster of cluster {name} under the Plan's role failed \
+                     (the API server a token may go to is read from EKS): {}",
+                    crate::aws::describe(&e)
+                )
+            })?;
+        let cluster = described
+            .cluster()
+            .with_context(|| format!("eks:DescribeCluster returned no cluster {name}"))?;
+        let status = cluster
+            .status()
+            .map_or_else(|| "unknown".to_owned(), |s| s.as_str().to_owned());
+        let endpoint = cluster
+            .endpoint()
+            .filter(|e| !e.is_empty())
+            .with_context(|| {
+                format!("EKS reports no endpoint for cluster {name} (status {status})")
+            })?;
+        let ca = cluster
+            .certificate_authority()
+            .and_then(|c| c.data())
+            .filter(|d| !d.is_empty())
+            .with_context(|| {
+                format!("EKS reports no certificate authority for cluster {name} (status {status})")
+            })?;
+        Ok(ApiServer {
+            endpoint: endpoint.to_owned(),
+            certificate_authority_data: ca.to_owned(),
+        })
+    }
+
+    /// Whether the block's own `endpoint` and `certificateAuthorityData`, where given,
+    /// are what EKS reports (`server`). A URL's trailing `/` and the bundle's whitespace
+    /// are not differences.
+    ///
+    /// # Errors
+    ///
+    /// Naming the field that differs and both values (a CA by its length: it is public,
+    /// but long).
+    pub fn check(&self, server: &ApiServer) -> anyhow::Result<()> {
+        let name = &self.name;
+        let given = self.endpoint.trim().trim_end_matches('/');
+        let actual = server.endpoint.trim().trim_end_matches('/');
+        anyhow::ensure!(
+            given.is_empty() || given == actual,
+            "the component's cluster.endpoint {given} is not the endpoint EKS reports for \
+             cluster {name} ({actual}): no token of the Plan's role is sent to a server \
+             the customer's account does not name"
+        );
+        let strip = |ca: &str| ca.split_whitespace().collect::<String>();
+        let (given, actual) = (
+            strip(&self.certificate_authority_data),
+            strip(&server.certificate_authority_data),
+        );
+        anyhow::ensure!(
+            given.is_empty() || given == actual,
+            "the component's cluster.certificateAuthorityData ({} characters) is not the \
+             certificate authority EKS reports for cluster {name} ({} characters): no token \
+             of the Plan's role is sent to a server the customer's account does not name",
+            given.len(),
+            actual.len()
+        );
+        Ok(())
+    }
+}
+
+/// The kube client of `kubeconfig` ([`Cluster::kubeconfig`]).
+pub async fn client_of(kubeconfig: Value) -> anyhow::Result<kube_client::Client> {
+    let kubeconfig: kube_client::config::Kubeconfig =
+        serde_json::from_value(kubeconfig).context("a kubeconfig for the cluster")?;
+    let config =
+        kube_client::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    Ok(kube_client::Client::try_from(config)?)
 }
 
 /// The STS endpoint a token is presigned for: `endpoint` (the runner's `--aws-endpoint`,
@@ -242,10 +419,87 @@ mod tests {
             Some(Cluster {
                 name: "eks".into(),
                 endpoint: "https://k".into(),
-                certificate_authority_data: "Q0E=".into()
+                certificate_authority_data: "Q0E=".into(),
+                kubeconfig_secret: String::new(),
             })
         );
         assert_eq!(Cluster::of(&json!({"type": "x"})).unwrap(), None);
-        assert!(Cluster::of(&json!({"cluster": {"name": "eks"}})).is_err());
+        let named = Cluster::of(&json!({"cluster": {"name": "eks"}})).unwrap();
+        assert_eq!(named.unwrap().endpoint, "");
+        assert!(Cluster::of(&json!({"cluster": {"name": 1}})).is_err());
+    }
+
+    #[test]
+    fn a_customers_kubeconfig_comes_only_from_a_resolved_secret() {
+        let cluster = |reference: &str| Cluster {
+            name: String::new(),
+            endpoint: String::new(),
+            certificate_authority_data: String::new(),
+            kubeconfig_secret: reference.into(),
+        };
+        let kubeconfig = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: https://k}}]\nusers: [{name: u, user: {token: t0ken}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+        let env = BTreeMap::from([
+            (crate::secrets::env_name("kc"), kubeconfig.to_owned()),
+            (
+                crate::secrets::env_name("text"),
+                "not: [a kubeconfig".to_owned(),
+            ),
+        ]);
+        let read = cluster("${outpost-secret:kc}")
+            .customer_kubeconfig(&env)
+            .unwrap();
+        assert_eq!(read["users"][0]["user"]["token"], "t0ken");
+        let error = |reference: &str| {
+            format!(
+                "{:#}",
+                cluster(reference).customer_kubeconfig(&env).unwrap_err()
+            )
+        };
+        assert!(error("apiVersion: v1").contains("not a secret reference"));
+        assert!(error("x${outpost-secret:kc}").contains("not a secret reference"));
+        assert!(
+            error("${outpost-secret:other}")
+                .contains("\"other\" is referenced but was not resolved")
+        );
+        let not_one = error("${outpost-secret:text}");
+        assert!(
+            not_one.contains("secret \"text\" is not a kubeconfig"),
+            "{not_one}"
+        );
+        assert!(!not_one.contains("[a kubeconfig"), "{not_one}");
+    }
+
+    #[test]
+    fn a_block_may_name_only_the_api_server_eks_reports() {
+        let server = ApiServer {
+            endpoint: "https://ABC.gr7.eu-west-1.eks.amazonaws.com".into(),
+            certificate_authority_data: "Q0E=".into(),
+        };
+        let cluster = |endpoint: &str, ca: &str| Cluster {
+            name: "shop-eks".into(),
+            endpoint: endpoint.into(),
+            certificate_authority_data: ca.into(),
+            kubeconfig_secret: String::new(),
+        };
+        cluster("", "").check(&server).unwrap();
+        cluster("https://ABC.gr7.eu-west-1.eks.amazonaws.com/", "Q0E=\n")
+            .check(&server)
+            .unwrap();
+        let error = cluster("https://collector.example", "")
+            .check(&server)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("cluster.endpoint https://collector.example is not the endpoint EKS reports for cluster shop-eks (https://ABC.gr7.eu-west-1.eks.amazonaws.com)"),
+            "{error}"
+        );
+        let error = cluster("", "T1RIRVI=")
+            .check(&server)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("cluster.certificateAuthorityData (8 characters) is not the certificate authority EKS reports for cluster shop-eks (4 characters)"),
+            "{error}"
+        );
     }
 }

@@ -66,7 +66,7 @@ impl Executors {
     /// `terraform_module` (also the sandbox), `cloudformation` (also a `cloudformation`
     /// sandbox), `job` (also actions' steps), `container_image`, and
     /// `kubernetes_manifest` and `helm_chart` when a kubeconfig is given (a stack-booted
-    /// runner without one: `kubernetes_manifest` into each Plan's `cluster` under its role).
+    /// runner without one: both into each Plan's `cluster` under its role).
     pub async fn standard(args: &crate::RunnerArgs) -> anyhow::Result<Self> {
         let mut executors = Self::new();
         if let Some(path) = &args.kubeconfig {
@@ -98,9 +98,17 @@ impl Executors {
         } else if args.stack.is_some() {
             // A stack-booted runner without a kubeconfig reaches each Plan's cluster
             // under the Plan's role (an EKS token), from the Plan's `cluster` block.
+            use crate::executor::eks_cluster::PlanRoleClusterExecutor;
             executors.insert(
                 "kubernetes_manifest",
-                Arc::new(crate::executor::eks_cluster::PlanRoleClusterExecutor),
+                Arc::new(PlanRoleClusterExecutor::manifests()),
+            );
+            executors.insert(
+                "helm_chart",
+                Arc::new(PlanRoleClusterExecutor::helm(
+                    args.helm.clone(),
+                    args.module_roots.clone(),
+                )),
             );
         }
         use crate::executor::terraform::{ProviderAllowList, TerraformExecutor};

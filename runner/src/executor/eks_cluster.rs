@@ -1,12 +1,22 @@
-//! `kubernetes_manifest` without a kubeconfig: each Plan reaches the cluster its
-//! desired state names (`cluster`, from the sandbox's outputs) with a fresh EKS token
-//! of the Plan's role ([`crate::eks`]), so what a Plan may do in the cluster is what
-//! the cluster grants that role.
+//! `kubernetes_manifest` and `helm_chart` without a kubeconfig: each Plan reaches the
+//! cluster its desired state names (`cluster`, from the sandbox's outputs) with a fresh
+//! EKS token of the Plan's role ([`crate::eks`]), so what a Plan may do in the cluster
+//! is what the cluster grants that role. A chart's objects are applied, dry-run and
+//! pruned with that client; Helm's engine gets the same cluster as a kubeconfig that
+//! lives only while it renders ([`Renderer::for_plan_cluster`]).
+//!
+//! A cluster the customer brings is named by a kubeconfig in their secret store
+//! (`cluster.kubeconfig: ${outpost-secret:NAME}`), read under the Plan's role like any
+//! secret and kept in memory ([`Cluster::customer_kubeconfig`]).
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
+use std::path::PathBuf;
+
+use super::helm::HelmExecutor;
+use super::helm::render::Renderer;
 use super::kubernetes::KubernetesExecutor;
 use super::{Applied, Diff, Executor, Moved, StepContext};
 use crate::eks::Cluster;
@@ -15,28 +25,57 @@ use crate::eks::Cluster;
 /// none.
 const DEFAULT_NAMESPACE: &str = "default";
 
-/// Applies `kubernetes_manifest` components into the cluster of each Plan's `cluster`
-/// block, under the Plan's role: a [`KubernetesExecutor`] per step.
+/// Applies `kubernetes_manifest` (or, [`PlanRoleClusterExecutor::helm`], `helm_chart`)
+/// components into the cluster of each Plan's `cluster` block, under the Plan's role: a
+/// [`KubernetesExecutor`] (or [`HelmExecutor`]) per step.
 #[derive(Clone, Debug, Default)]
-pub struct PlanRoleClusterExecutor;
+pub struct PlanRoleClusterExecutor {
+    /// `helm_chart`: the `--helm` binary and the roots local charts must lie under.
+    helm: Option<(PathBuf, Vec<PathBuf>)>,
+}
 
 impl PlanRoleClusterExecutor {
-    /// The Kubernetes executor of `ctx`'s cluster, authenticated as `ctx`'s role.
-    async fn executor(ctx: &StepContext) -> anyhow::Result<KubernetesExecutor> {
+    /// `kubernetes_manifest` components.
+    pub fn manifests() -> Self {
+        Self::default()
+    }
+
+    /// `helm_chart` components rendered by `binary` (`--helm`), local charts under one
+    /// of `chart_roots`.
+    pub fn helm(binary: PathBuf, chart_roots: Vec<PathBuf>) -> Self {
+        PlanRoleClusterExecutor {
+            helm: Some((binary, chart_roots)),
+        }
+    }
+
+    /// The executor of `ctx`'s cluster, authenticated as `ctx`'s role.
+    async fn executor(&self, ctx: &StepContext) -> anyhow::Result<Box<dyn Executor>> {
         let cluster = Cluster::of(&ctx.desired)?.ok_or_else(|| {
             anyhow::anyhow!(
                 "the component has no `cluster` block and the runner has no --kubeconfig: \
                  name the install's cluster (from the sandbox's outputs) in the component"
             )
         })?;
-        let client = cluster.client(&ctx.env, DEFAULT_NAMESPACE).await?;
-        Ok(KubernetesExecutor::new(client))
+        let kubeconfig = cluster.step_kubeconfig(&ctx.env, DEFAULT_NAMESPACE).await?;
+        let client = crate::eks::client_of(kubeconfig.clone()).await?;
+        Ok(match &self.helm {
+            None => Box::new(KubernetesExecutor::new(client)),
+            Some((binary, roots)) => {
+                let renderer = Renderer::for_plan_cluster(
+                    binary.clone(),
+                    client.clone(),
+                    kubeconfig,
+                    ctx.work_dir.clone(),
+                );
+                Box::new(HelmExecutor::new(client, renderer, roots.clone()))
+            }
+        })
     }
 }
 
 impl Executor for PlanRoleClusterExecutor {
     fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
-        Box::pin(async move { Self::executor(ctx).await?.plan(ctx).await })
+        Box::pin(async move { self.executor(ctx).await?.plan(ctx).await })
     }
 
     fn apply<'a>(
@@ -44,7 +83,7 @@ impl Executor for PlanRoleClusterExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { Self::executor(ctx).await?.apply(ctx, diff).await })
+        Box::pin(async move { self.executor(ctx).await?.apply(ctx, diff).await })
     }
 
     fn unchanged<'a>(
@@ -52,7 +91,7 @@ impl Executor for PlanRoleClusterExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { Self::executor(ctx).await?.unchanged(ctx, diff).await })
+        Box::pin(async move { self.executor(ctx).await?.unchanged(ctx, diff).await })
     }
 
     /// As [`KubernetesExecutor`]: a plan against live objects finishes a cut apply.
@@ -65,7 +104,7 @@ impl Executor for PlanRoleClusterExecutor {
         ctx: &'a StepContext,
         diff: &'a Diff,
     ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
-        Box::pin(async move { Self::executor(ctx).await?.moved(ctx, diff).await })
+        Box::pin(async move { self.executor(ctx).await?.moved(ctx, diff).await })
     }
 
     fn observe<'a>(
@@ -73,7 +112,7 @@ impl Executor for PlanRoleClusterExecutor {
         ctx: &'a StepContext,
         last_applied: &'a Value,
     ) -> BoxFuture<'a, anyhow::Result<Value>> {
-        Box::pin(async move { Self::executor(ctx).await?.observe(ctx, last_applied).await })
+        Box::pin(async move { self.executor(ctx).await?.observe(ctx, last_applied).await })
     }
 
     /// `None`: a watch would need a token that outlives the Plan's credentials, so drift

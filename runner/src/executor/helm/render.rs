@@ -22,7 +22,21 @@ use crate::executor::terraform::module_paths;
 pub struct Renderer {
     binary: PathBuf,
     client: kube_client::Client,
-    kubeconfig: Option<PathBuf>,
+    kubeconfig: EngineKubeconfig,
+}
+
+/// What `helm template` gets as `KUBECONFIG` (which it does not contact the cluster
+/// with: `.Capabilities` are passed as flags; the tests' engine reads discovery there).
+#[derive(Clone)]
+enum EngineKubeconfig {
+    /// Nothing.
+    None,
+    /// The runner's `--kubeconfig`.
+    File(PathBuf),
+    /// A Plan's cluster under its role ([`crate::eks::Cluster::kubeconfig`], its token
+    /// included), written into the Plan's work directory (0600, only the runner reads
+    /// it) for each rendering and removed when it ends.
+    PerRendering { kubeconfig: Value, dir: PathBuf },
 }
 
 /// The chart a Plan deploys, resolved: where it is, its namespace and its values.
@@ -147,7 +161,23 @@ impl Renderer {
         Renderer {
             binary,
             client,
-            kubeconfig,
+            kubeconfig: kubeconfig.map_or(EngineKubeconfig::None, EngineKubeconfig::File),
+        }
+    }
+
+    /// Renders with `binary` for a Plan's cluster reached under its role: `client` is
+    /// [`crate::eks::client_of`] `kubeconfig`, which `helm template` gets as a file in
+    /// `dir` (the Plan's work directory) that lives only while it runs.
+    pub fn for_plan_cluster(
+        binary: PathBuf,
+        client: kube_client::Client,
+        kubeconfig: Value,
+        dir: PathBuf,
+    ) -> Self {
+        Renderer {
+            binary,
+            client,
+            kubeconfig: EngineKubeconfig::PerRendering { kubeconfig, dir },
         }
     }
 
@@ -210,9 +240,28 @@ impl Renderer {
             .arg(&kube_version)
             .arg("--api-versions")
             .arg(api_versions.join(","));
-        if let Some(kubeconfig) = &self.kubeconfig {
-            command.env("KUBECONFIG", kubeconfig);
-        }
+        // Removed when dropped, after the rendering.
+        let _written = match &self.kubeconfig {
+            EngineKubeconfig::None => None,
+            EngineKubeconfig::File(path) => {
+                command.env("KUBECONFIG", path);
+                None
+            }
+            EngineKubeconfig::PerRendering { kubeconfig, dir } => {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                // tempfile creates it 0600.
+                let file = tempfile::Builder::new()
+                    .prefix("kubeconfig")
+                    .suffix(".json")
+                    .tempfile_in(dir)
+                    .context("cannot create the engine's kubeconfig")?;
+                std::fs::write(file.path(), serde_json::to_vec(kubeconfig)?)
+                    .context("cannot write the engine's kubeconfig")?;
+                command.env("KUBECONFIG", file.path());
+                Some(file)
+            }
+        };
         let done = child::run(command, timeout, OUTPUT_LIMIT, true)
             .await
             .with_context(|| format!("helm template of {} failed", chart.directory.display()))?;
