@@ -364,26 +364,17 @@ impl Sandbox {
         argv: &[impl AsRef<OsStr>],
     ) -> Result<Sandboxed, SandboxError> {
         if let Some(uid) = self.host_uid {
-            let writable = dir.into_iter().chain(binds.iter().filter_map(|b| match b {
-                Bind::Writable(path) => Some(*path),
-                Bind::ReadOnly(_) => None,
-            }));
-            let writable: Vec<PathBuf> = writable.map(Path::to_owned).collect();
-            let bound: Vec<PathBuf> = writable
-                .iter()
-                .cloned()
-                .chain(binds.iter().filter_map(|b| match b {
-                    Bind::ReadOnly(path) => Some(path.to_path_buf()),
-                    Bind::Writable(_) => None,
-                }))
-                .collect();
-            tokio::task::spawn_blocking(move || host_uid::prepare(uid, &writable, &bound))
+            let mut writable: Vec<PathBuf> = dir.map(Path::to_owned).into_iter().collect();
+            let mut read_only = Vec::new();
+            for bind in binds {
+                match bind {
+                    Bind::Writable(path) => writable.push(path.to_path_buf()),
+                    Bind::ReadOnly(path) => read_only.push(path.to_path_buf()),
+                }
+            }
+            tokio::task::spawn_blocking(move || host_uid::prepare(uid, &writable, &read_only))
                 .await
-                .map_err(|e| SandboxError::Ownership {
-                    uid,
-                    path: PathBuf::new(),
-                    source: std::io::Error::other(e),
-                })??;
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         }
         let network = match network {
             true => Some(StepNetwork::start(&self.network, self.host_uid).await?),

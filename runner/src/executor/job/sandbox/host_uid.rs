@@ -26,11 +26,11 @@ pub(super) fn run_as(command: &mut Command, uid: Option<u32>) {
 
 /// Gives each of `writable` to `uid` ([`give`]) and makes it mode 0700 (the sandbox's
 /// alone; the runner, root, still reads what it leaves), then checks that `uid` can
-/// reach each of `bound` ([`reachable`]).
+/// reach each of `writable` and `read_only` ([`reachable`]).
 pub(super) fn prepare(
     uid: u32,
     writable: &[PathBuf],
-    bound: &[PathBuf],
+    read_only: &[PathBuf],
 ) -> Result<(), SandboxError> {
     use std::os::unix::fs::PermissionsExt as _;
     for path in writable {
@@ -43,7 +43,7 @@ pub(super) fn prepare(
             },
         )?;
     }
-    for path in bound {
+    for path in writable.iter().chain(read_only) {
         reachable(uid, path)?;
     }
     Ok(())
