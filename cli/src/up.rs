@@ -341,6 +341,11 @@ async fn start_runner(
             "--state-dir",
         ])
         .arg(home.join("state"))
+        // `DATA-work`, outside the data dir, which is 0700 (tokens, kubeconfigs): a
+        // runner run as root runs steps and terraform as uid 65534, which must reach
+        // its work dirs.
+        .arg("--work-dir")
+        .arg(outpost_runner::settings::default_work_dir(dir))
         .arg("--kubeconfig")
         .arg(cluster_kubeconfig)
         .arg("--secrets-dir")

@@ -180,7 +180,7 @@ async fn approved_plan(
 
 /// How many times each Plan's step ran, from the lines it appended.
 pub fn step_runs(state: &Path) -> BTreeMap<String, usize> {
-    let log = state.join("work/component-counter/job/applies.log");
+    let log = crate::work_dirs(state).join("component-counter/job/applies.log");
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut counts = BTreeMap::new();
     for line in text.lines() {

@@ -36,6 +36,12 @@ pub fn manifests() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
 }
 
+/// The work dirs' directory of a runner started with `--state-dir state` (and no
+/// `--work-dir`).
+pub fn work_dirs(state: &std::path::Path) -> std::path::PathBuf {
+    outpost_runner::settings::default_work_dir(state)
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, or panics after `secs` naming `what`.
 pub async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);

@@ -1831,9 +1831,10 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
     };
 
     // The executor got it: the migrate step recorded the digest of what it received.
-    let digest =
-        std::fs::read_to_string(flow.state.join("work/action-migrate/job/password.sha256"))
-            .expect("the migrate step recorded the password's digest");
+    let digest = std::fs::read_to_string(
+        outpost_e2e::work_dirs(&flow.state).join("action-migrate/job/password.sha256"),
+    )
+    .expect("the migrate step recorded the password's digest");
     let expected = {
         let output = Command::new("sha256sum")
             .stdin(Stdio::piped())
@@ -1915,9 +1916,10 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
 
     // A step printed the password and the role's session token: the Plan's log shows
     // `***` in their place.
-    let session_token =
-        std::fs::read_to_string(flow.state.join("work/action-migrate/job/session-token"))
-            .expect("the leaky step kept the session token");
+    let session_token = std::fs::read_to_string(
+        outpost_e2e::work_dirs(&flow.state).join("action-migrate/job/session-token"),
+    )
+    .expect("the leaky step kept the session token");
     assert!(session_token.len() > 16, "{session_token:?}");
     let session_encoded = {
         use base64::Engine as _;
@@ -2088,10 +2090,8 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
     );
 
     // Nor in the runner's signed audit log or its journal in the state dir.
+    // (The work dirs, where the steps wrote, are not in it.)
     for (path, bytes) in files(&flow.state) {
-        if path.ends_with("password.sha256") || path.starts_with(flow.state.join("work")) {
-            continue;
-        }
         assert!(
             !contains(&bytes, &password) && !contains(&bytes, &session_token),
             "the password or the session token is in the runner's {}",
@@ -2275,7 +2275,7 @@ async fn plan_uid(flow: &Flow, name: &str) -> String {
 /// Terraform state lives in the customer's bucket, not on the runner's disk: once the
 /// install is Active the bucket holds one versioned state object per terraform entity
 /// (whose lock files were taken and released), and the runner's own role cannot read
-/// them. The runner is killed, its state dir wiped and a new runner started from the
+/// them. The runner is killed, its state dir and work dirs wiped and a new runner started from the
 /// same user data: the next Plan of every terraform entity (the `database` component,
 /// the sandbox) finds the state in the bucket and reports no changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2322,9 +2322,8 @@ async fn a_runner_whose_state_dir_is_wiped_finds_terraform_state_in_the_bucket()
         "the database's state: {state}"
     );
     // Nothing of it on the runner's disk.
-    let local = flow
-        .state
-        .join("work/component-database/module/terraform.tfstate");
+    let local =
+        outpost_e2e::work_dirs(&flow.state).join("component-database/module/terraform.tfstate");
     assert!(!local.exists(), "{} exists", local.display());
     // The runner's own credentials (its instance role) cannot read the state: only the
     // install's lifecycle roles may (the emulator enforces the roles' identity policies;
@@ -2342,6 +2341,7 @@ async fn a_runner_whose_state_dir_is_wiped_finds_terraform_state_in_the_bucket()
     // the same user data (it reads its token again, as a new VM's runner would).
     flow.runner.kill();
     std::fs::remove_dir_all(&flow.state).expect("the state dir is wiped");
+    std::fs::remove_dir_all(outpost_e2e::work_dirs(&flow.state)).expect("the work dirs too");
     flow.customer
         .resource_star(
             &flow.runner_role,

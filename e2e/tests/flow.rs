@@ -242,8 +242,7 @@ fn phase(plan: &Plan) -> Option<PlanPhase> {
 /// The terraform state the runner keeps for an entity's work dir (`sandbox` or
 /// `component-<name>`).
 fn tfstate(state: &Path, work: &str) -> Value {
-    let path = state
-        .join("work")
+    let path = outpost_e2e::work_dirs(state)
         .join(work)
         .join("module/terraform.tfstate");
     let text = std::fs::read_to_string(&path)
@@ -437,7 +436,7 @@ async fn the_example_app_drives_an_install_to_active() {
         position(&migrate, "apply") < position(&web_deploy, "claim"),
         "the runner applied migrate before it claimed web's deploy"
     );
-    let record = flow.state.join("work/action-migrate/job/migrations.log");
+    let record = outpost_e2e::work_dirs(&flow.state).join("action-migrate/job/migrations.log");
     let record = std::fs::read_to_string(&record)
         .unwrap_or_else(|e| panic!("{} was written in the sandbox: {e}", record.display()));
     assert!(

@@ -132,7 +132,7 @@ impl Runner {
     }
 
     fn module_dir(&self, entity: &str) -> PathBuf {
-        self.state.join(format!("work/component-{entity}/module"))
+        outpost_e2e::work_dirs(&self.state).join(format!("component-{entity}/module"))
     }
 }
 

@@ -113,13 +113,11 @@ impl Site {
     }
 
     fn created_log(&self, component: &str) -> PathBuf {
-        self.state
-            .join(format!("work/component-{component}/plans/created.log"))
+        outpost_e2e::work_dirs(&self.state).join(format!("component-{component}/plans/created.log"))
     }
 
     fn module_dir(&self, component: &str) -> PathBuf {
-        self.state
-            .join(format!("work/component-{component}/module"))
+        outpost_e2e::work_dirs(&self.state).join(format!("component-{component}/module"))
     }
 
     /// The last journaled stage of Plan `name`.

@@ -215,7 +215,7 @@ fn stack_server_urls(cp: &ControlPlane) -> Option<String> {
 
 /// Lines the action's step appended: one per run.
 fn step_lines(state: &Path) -> usize {
-    std::fs::read_to_string(state.join("work/action-step/job/runs.log"))
+    std::fs::read_to_string(outpost_e2e::work_dirs(state).join("action-step/job/runs.log"))
         .unwrap_or_default()
         .lines()
         .count()

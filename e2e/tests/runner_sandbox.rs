@@ -53,7 +53,7 @@ async fn a_step_reaches_none_of_the_runners_secrets_nor_the_metadata_stand_in_an
     let state = root.path().join("state");
     let secrets = root.path().join("secrets");
     let token_file = root.path().join("etc/outpost/runner-token");
-    let tfstate = state.join("work/component-db/module/terraform.tfstate");
+    let tfstate = outpost_e2e::work_dirs(&state).join("component-db/module/terraform.tfstate");
     plant(&secrets.join("db_password"), "runner-private-secret\n");
     plant(&token_file, &token);
     plant(&tfstate, "{\"runner-private-state\": true}\n");
@@ -170,4 +170,17 @@ async fn a_step_reaches_none_of_the_runners_secrets_nor_the_metadata_stand_in_an
     let (phase, _, message) = finished(&plans, "after").await;
     assert_eq!(phase, PlanPhase::Succeeded, "{message}");
     assert_eq!(step_runs(&state).get("after"), Some(&1));
+
+    // A runner run as root (as here, and as the install stack's) runs steps as another
+    // host uid: what the step wrote is 65534's; the state dir stays the runner's, 0700,
+    // apart from the work dirs (0711).
+    if rustix::process::geteuid().is_root() {
+        use std::os::unix::fs::MetadataExt as _;
+        let works = outpost_e2e::work_dirs(&state);
+        let written = std::fs::metadata(works.join("component-counter/job/applies.log")).unwrap();
+        assert_eq!((written.uid(), written.gid()), (65534, 65534));
+        let state_dir = std::fs::metadata(&state).unwrap();
+        assert_eq!((state_dir.uid(), state_dir.mode() & 0o777), (0, 0o700));
+        assert_eq!(std::fs::metadata(&works).unwrap().mode() & 0o777, 0o711);
+    }
 }

@@ -938,20 +938,16 @@ async fn set_planning(session: &Session, name: &str) {
     }
 }
 
-/// The entity's working directory, kept across Plans: `STATE/work/<kind>-<name>`.
+/// The entity's working directory, kept across Plans: `WORK/<kind>-<name>`
+/// ([`crate::work_dirs`]).
 fn work_dir(session: &Session, plan: &Plan) -> Result<std::path::PathBuf, String> {
     let kind = match plan.spec.entity.kind {
         EntityKind::Sandbox => "sandbox",
         EntityKind::Component => "component",
         EntityKind::Action => "action",
     };
-    let dir = session
-        .args
-        .state_dir
-        .join("work")
-        .join(format!("{kind}-{}", plan.spec.entity.name));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    Ok(dir)
+    crate::work_dirs::entity(&session.args.work_root(), kind, &plan.spec.entity.name)
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// An action's `timeoutSeconds`, or 600 s; components and the sandbox get an hour.

@@ -32,6 +32,7 @@ pub mod session;
 pub mod settings;
 pub mod stack_report;
 pub mod token;
+pub mod work_dirs;
 pub mod worker;
 
 pub use audit::{AuditLog, Failure, Source, verify};

@@ -153,7 +153,11 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
     args.state_dir = std::path::absolute(&args.state_dir)
         .with_context(|| format!("state dir {}", args.state_dir.display()))?;
     create_private_dir(&args.state_dir)?;
+    let work_root = std::path::absolute(args.work_root())
+        .with_context(|| format!("work dir {}", args.work_root().display()))?;
+    args.work_dir = Some(work_root.clone());
     refuse_paths_steps_see(&args)?;
+    crate::work_dirs::prepare(&args.state_dir, &work_root)?;
     if let Some(anchor) = &args.anchor_dir {
         let anchor = std::path::absolute(anchor)
             .with_context(|| format!("anchor dir {}", anchor.display()))?;
@@ -378,6 +382,7 @@ async fn continue_chain(
 fn refuse_paths_steps_see(args: &RunnerArgs) -> anyhow::Result<()> {
     let paths = [
         ("--state-dir", Some(&args.state_dir)),
+        ("--work-dir", args.work_dir.as_ref()),
         ("--secrets-dir", args.secrets_dir.as_ref()),
         ("--kubeconfig", args.kubeconfig.as_ref()),
     ];

@@ -1,6 +1,6 @@
 //! The runner's command-line settings (`outpost runner ...`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::Uri;
@@ -37,6 +37,13 @@ pub struct RunnerArgs {
     /// Directory for the signing key, the journal and the audit log (created, 0700).
     #[arg(long)]
     pub state_dir: PathBuf,
+    /// Directory of the entities' work dirs (terraform modules and state when kept
+    /// locally, saved plans, job steps' directories), created mode 0711: steps and
+    /// terraform run as `--sandbox-uid`, which must reach their own work dirs (and not
+    /// the state dir). `STATE-DIR-work`, next to the state dir, when omitted; a
+    /// `work` directory left inside the state dir by an older runner is moved there.
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
     /// Kubeconfig of the install's cluster (`kubernetes_manifest` and `helm_chart`
     /// components).
     #[arg(long)]
@@ -94,6 +101,12 @@ pub struct RunnerArgs {
     /// egress proxy). Off: services on the host's loopback are out of steps' reach.
     #[arg(long)]
     pub sandbox_host_loopback: bool,
+    /// The host uid (and gid) job steps and terraform run as, with no supplementary
+    /// group, when the runner runs as root: what a step writes belongs to it, and the
+    /// runner's files stay unreadable to it. A runner that is not root cannot switch:
+    /// its steps keep its uid on the host (65534 inside their user namespace).
+    #[arg(long, default_value_t = crate::executor::job::sandbox::SANDBOX_ID)]
+    pub sandbox_uid: u32,
     /// Directory of secrets, one file per secret named like the secret
     /// (`${outpost-secret:NAME}` reads `DIR/NAME`).
     #[arg(long)]
@@ -109,7 +122,7 @@ pub struct RunnerArgs {
     /// `terraform_module` entity keeps its state there, as `components/NAME/terraform.tfstate`
     /// or `sandbox/terraform.tfstate`, read and written under the Plan's role and locked
     /// with S3 lock files; a runner whose state dir is lost finds its state again. Without
-    /// it, state stays in the state dir's work dirs. Needs `--stack` (the roles).
+    /// it, state stays in the work dirs (`--work-dir`). Needs `--stack` (the roles).
     #[arg(long, value_name = "BUCKET", requires = "stack")]
     pub state_bucket: Option<String>,
     /// AWS region of the stack; the default chain's region when omitted.
@@ -176,12 +189,34 @@ impl RunnerArgs {
     /// The sandbox job steps (and whatever else runs vendor code) run in.
     pub fn sandbox(&self) -> crate::executor::job::sandbox::Sandbox {
         use crate::executor::job::sandbox::{NetworkSettings, Sandbox};
-        Sandbox::new(&self.bwrap).with_network(NetworkSettings {
-            slirp4netns: self.slirp4netns.clone(),
-            blocked: self.sandbox_blocked.clone(),
-            host_loopback: self.sandbox_host_loopback,
-        })
+        Sandbox::new(&self.bwrap)
+            .with_network(NetworkSettings {
+                slirp4netns: self.slirp4netns.clone(),
+                blocked: self.sandbox_blocked.clone(),
+                host_loopback: self.sandbox_host_loopback,
+            })
+            .with_host_uid(self.sandbox_uid)
     }
+
+    /// The directory of the entities' work dirs: `--work-dir`, or [`default_work_dir`]
+    /// of the state dir.
+    pub fn work_root(&self) -> PathBuf {
+        self.work_dir
+            .clone()
+            .unwrap_or_else(|| default_work_dir(&self.state_dir))
+    }
+}
+
+/// The work dirs' directory of a runner whose state dir is `state_dir` and that is given
+/// no `--work-dir`: its sibling `STATE-DIR-work` (`/var/lib/outpost-work` for
+/// `/var/lib/outpost`).
+pub fn default_work_dir(state_dir: &Path) -> PathBuf {
+    let mut name = state_dir
+        .file_name()
+        .map(std::ffi::OsStr::to_owned)
+        .unwrap_or_default();
+    name.push("-work");
+    state_dir.with_file_name(name)
 }
 
 /// Parses one `--server` URL: `https://HOST[:PORT][/PATH]`, or `http://` to a loopback
@@ -316,6 +351,23 @@ mod tests {
                 .contains("\"metadata\" is not an address to block"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn work_dirs_are_next_to_the_state_dir_unless_given() {
+        let parsed = |args: &[&str]| {
+            parse(&[&["--server", "https://a.example.com"], args].concat())
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        };
+        assert_eq!(
+            default_work_dir(Path::new("/var/lib/outpost")),
+            Path::new("/var/lib/outpost-work")
+        );
+        assert_eq!(parsed(&[]).work_root(), Path::new("s-work"));
+        let given = parsed(&["--work-dir", "/srv/work"]);
+        assert_eq!(given.work_root(), Path::new("/srv/work"));
+        assert_eq!(given.sandbox_uid, 65534);
+        assert_eq!(parsed(&["--sandbox-uid", "4242"]).sandbox_uid, 4242);
     }
 
     #[test]

@@ -30,6 +30,8 @@ fn help_explains_the_runner_and_lists_the_flags_of_outpost_runner() {
         "--terraform",
         "--bwrap",
         "--secrets-dir",
+        "--work-dir",
+        "--sandbox-uid",
         "--heartbeat-seconds",
         "OUTPOST_RUNNER_TOKEN",
     ] {
@@ -56,11 +58,8 @@ fn missing_flags_are_named_and_nothing_starts() {
     }
 }
 
-/// The runner started with the given token settings (`args`, `env`), every other flag
-/// valid: its exit code and stderr. Its state dir must not be created.
-fn start_with_token(args: &[&str], env: Option<&str>) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
+/// The runner of install `default/acme` with state dir `state`, its server unreachable.
+fn outpost_runner_of(state: &std::path::Path) -> Command {
     let mut command = outpost_runner();
     command
         .args([
@@ -70,9 +69,17 @@ fn start_with_token(args: &[&str], env: Option<&str>) -> (Option<i32>, String) {
             "default/acme",
         ])
         .arg("--state-dir")
-        .arg(&state)
-        .args(args)
-        .env_remove("OUTPOST_RUNNER_TOKEN");
+        .arg(state);
+    command
+}
+
+/// The runner started with the given token settings (`args`, `env`), every other flag
+/// valid: its exit code and stderr. Its state dir must not be created.
+fn start_with_token(args: &[&str], env: Option<&str>) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut command = outpost_runner_of(&state);
+    command.args(args).env_remove("OUTPOST_RUNNER_TOKEN");
     if let Some(token) = env {
         command.env("OUTPOST_RUNNER_TOKEN", token);
     }
@@ -117,4 +124,26 @@ fn without_a_token_or_with_two_nothing_starts() {
         "{stderr}"
     );
     assert!(!stderr.contains("opr_default acme"), "{stderr}");
+}
+
+/// Steps see the system directories: work dirs under one would show every entity's
+/// (terraform state among them) to every step. Refused at start, before anything runs.
+#[test]
+fn a_work_dir_steps_could_read_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = "/usr/outpost-runner-test-work";
+    let output = outpost_runner_of(&dir.path().join("state"))
+        .args(["--work-dir", work])
+        .env("OUTPOST_RUNNER_TOKEN", "opr_default_acme_0123456789")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--work-dir {work} is under /usr, which job steps can read"
+        )),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new(work).exists());
 }

@@ -144,10 +144,14 @@ async fn an_allowed_provider_plans_applies_and_observes_in_the_sandbox() {
 
 #[tokio::test]
 async fn terraform_sees_its_module_but_not_the_runner_state() {
-    let state = tempfile::tempdir().unwrap();
-    let key = state.path().join("identity.key");
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    outpost_api::secret_file::private_dir(&state).unwrap();
+    let key = state.join("identity.key");
     std::fs::write(&key, "the runner's signing key").unwrap();
-    let work = state.path().join("work/component-db");
+    let works = outpost_e2e::work_dirs(&state);
+    outpost_runner::work_dirs::prepare(&state, &works).unwrap();
+    let work = outpost_runner::work_dirs::entity(&works, "component", "db").unwrap();
     let tf = terraform(&[], &[]);
 
     let reads = |path: &Path| {

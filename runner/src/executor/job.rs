@@ -10,7 +10,8 @@
 //!   dir, configuration, secrets or any home), a private `/tmp` (`--tmpfs /tmp`), a
 //!   minimal `/dev` and a fresh `/proc`;
 //! * new user, pid, ipc, uts, cgroup and network namespaces (`--unshare-all`), as uid
-//!   [`sandbox::SANDBOX_ID`] inside its user namespace: no network at all unless the
+//!   [`sandbox::SANDBOX_ID`] inside its user namespace (and, when the runner is root,
+//!   as the separate host uid [`sandbox::Sandbox::host_uid`]): no network at all unless the
 //!   Action declares `network: true`; then a network namespace of the step's own whose
 //!   outbound traffic slirp4netns relays, with the instance metadata service (and
 //!   whatever else the runner's `--sandbox-blocked-address` lists) refused by the

@@ -59,6 +59,7 @@ pub use providers::{NotAllowed, ProviderAllowList};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -396,6 +397,10 @@ impl TerraformExecutor {
         tokio::fs::write(&cli_config, self.providers.cli_config())
             .await
             .map_err(io(format!("writing {}", cli_config.display())))?;
+        // Read by terraform as the sandbox's uid, whatever the runner's umask.
+        tokio::fs::set_permissions(&cli_config, std::fs::Permissions::from_mode(0o644))
+            .await
+            .map_err(io(format!("making {} readable", cli_config.display())))?;
         let binary = self.binary_path();
         let mut binds = vec![
             Bind::Writable(&plans),

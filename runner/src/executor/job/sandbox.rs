@@ -25,18 +25,26 @@
 //! # The step's uid
 //!
 //! Steps run as uid and gid [`SANDBOX_ID`] (65534, `nobody`) inside a new user
-//! namespace (`--unshare-user --uid 65534 --gid 65534`), which maps it onto the runner's
-//! own uid outside. What that buys: the step has no capabilities, in its namespace or
-//! the host's, so it cannot mount, unmount or remount to uncover what the allow-list
-//! hides, change its uid, or signal or trace the runner (it is in its own pid namespace
-//! too); tools see an unprivileged user. What it does not buy: to the kernel, files the
-//! step creates or reaches belong to the runner's uid (the work dir's files stay the
-//! runner's to clean up), so a file of the runner's that were mounted in would be
-//! readable — which is why the protection is what is mounted, not the uid. A distinct
-//! host uid would need the runner to be privileged (to switch to it) or a setuid helper;
-//! the runner does not require either. Run as root (as in this repository's test
-//! machines), bubblewrap 0.8 creates the user namespace the same way and the step is
-//! uid 65534 inside, mapped onto root outside, still without any capability.
+//! namespace (`--unshare-user --uid 65534 --gid 65534`): no capabilities, in its
+//! namespace or the host's, so a step cannot mount, unmount or remount to uncover what
+//! the allow-list hides, change its uid, or signal or trace the runner (it is in its own
+//! pid namespace too); tools see an unprivileged user.
+//!
+//! On the host, the step is a separate unprivileged uid when the runner runs as root
+//! (the install stack's runner): bubblewrap, `nsenter` and the network holder are
+//! started as uid and gid [`Sandbox::host_uid`] (the runner's `--sandbox-uid`, 65534 by
+//! default) with no supplementary groups, so the step's user namespace maps 65534 onto
+//! that uid, not onto root. A file of the runner's that were mounted into a step by
+//! mistake stays unreadable to it (`Permission denied`), and what the step writes
+//! belongs to that uid. For this, before each command the runner gives the writable
+//! directories bound in ([`Bind::Writable`] and the working directory), recursively and
+//! without following links, to that uid, and checks that the uid can reach every bound
+//! path (each directory above it searchable), failing with [`SandboxError::Unreachable`]
+//! otherwise: bubblewrap resolves what it binds as that uid. The runner keeps the work
+//! dirs in a directory of their own, mode 0711, outside its 0700 state dir.
+//!
+//! A runner that is not root cannot switch uid: its steps are uid 65534 inside and the
+//! runner's own uid outside, and the protection is only what is mounted.
 //!
 //! # Network
 //!
@@ -52,6 +60,7 @@
 //! A system path must hold nothing of the runner's: the runner refuses to start with a
 //! `--state-dir`, `--secrets-dir` or `--kubeconfig` under one of them ([`exposing`]).
 
+mod host_uid;
 pub mod network;
 
 use std::ffi::{OsStr, OsString};
@@ -88,8 +97,8 @@ pub const SYSTEM: &[&str] = &[
 ];
 
 /// Directories inside [`SYSTEM`] paths that steps must not see (private TLS keys):
-/// covered by an empty tmpfs. A step's uid maps onto the runner's, so a runner run as
-/// root would otherwise let steps read root's `0600` files there.
+/// covered by an empty tmpfs. A step of a runner that is not root has the runner's uid on
+/// the host, so it could otherwise read the runner's user's files there.
 pub const HIDDEN: &[&str] = &["/etc/ssl/private"];
 
 /// The `/lib*` directories (`/lib`, `/lib64`, `/lib32`, `/libx32`) of this host.
@@ -211,6 +220,36 @@ pub enum SandboxError {
     /// The network namespace of a step with network could not be set up.
     #[error(transparent)]
     Network(#[from] NetworkError),
+    /// The sandbox's host uid cannot reach a path bound into the sandbox: bubblewrap,
+    /// running as that uid, could not bind it.
+    #[error(
+        "the sandbox's uid {uid} cannot reach {path}: {blocked} (owner {owner}, mode {mode:o}) \
+         is not searchable by it; make it so (chmod o+x {blocked}) or keep what is bound \
+         elsewhere"
+    )]
+    Unreachable {
+        /// The sandbox's host uid.
+        uid: u32,
+        /// The path bound.
+        path: PathBuf,
+        /// The directory above it that the uid cannot search.
+        blocked: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Its mode.
+        mode: u32,
+    },
+    /// A writable directory could not be given to the sandbox's host uid.
+    #[error("giving {path} to the sandbox's uid {uid}")]
+    Ownership {
+        /// The sandbox's host uid.
+        uid: u32,
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How the runner sandboxes what vendor code runs on the customer's VM: the bubblewrap
@@ -219,6 +258,7 @@ pub enum SandboxError {
 pub struct Sandbox {
     bwrap: PathBuf,
     network: NetworkSettings,
+    host_uid: Option<u32>,
 }
 
 /// A sandboxed command, ready to run: set its environment, then [`Self::run`] it. It
@@ -248,13 +288,30 @@ impl Sandboxed {
 }
 
 impl Sandbox {
-    /// Sandboxing with the bubblewrap binary at `bwrap`, and the default network
-    /// settings (metadata blocked, `slirp4netns` from `PATH`).
+    /// Sandboxing with the bubblewrap binary at `bwrap`, the default network settings
+    /// (metadata blocked, `slirp4netns` from `PATH`) and, when this process is root,
+    /// host uid [`SANDBOX_ID`] ([`Self::host_uid`]).
     pub fn new(bwrap: impl Into<PathBuf>) -> Self {
         Self {
             bwrap: bwrap.into(),
             network: NetworkSettings::default(),
+            host_uid: host_uid::default_host_uid(SANDBOX_ID),
         }
+    }
+
+    /// The same, with `uid` (uid and gid) as the sandbox's host uid when this process
+    /// is root (the runner's `--sandbox-uid`); a process that is not root keeps its own.
+    pub fn with_host_uid(self, uid: u32) -> Self {
+        Self {
+            host_uid: host_uid::default_host_uid(uid),
+            ..self
+        }
+    }
+
+    /// The uid (and gid) bubblewrap, `nsenter` and the network holder run as on the
+    /// host, with no supplementary groups; `None`: the runner's own (it is not root).
+    pub fn host_uid(&self) -> Option<u32> {
+        self.host_uid
     }
 
     /// The same, with `network` for steps that have network.
@@ -279,6 +336,7 @@ impl Sandbox {
             .args(args(None, None, &[]))
             .args(["--", "/bin/true"])
             .env_clear();
+        host_uid::run_as(&mut command, self.host_uid);
         let done = child::run(command, Duration::from_secs(30), 4096, false)
             .await
             .map_err(|e| unavailable(e.to_string()))?;
@@ -295,7 +353,9 @@ impl Sandbox {
 
     /// `argv` sandboxed with `dir` writable and its working directory, `binds` bound,
     /// with network (its own namespace, blocked addresses refused) when `network`. The
-    /// environment is empty: the caller sets it.
+    /// environment is empty: the caller sets it. With a host uid, the writable
+    /// directories are given to it first and every bound path is checked to be
+    /// reachable by it.
     pub async fn command(
         &self,
         dir: Option<&Path>,
@@ -303,14 +363,28 @@ impl Sandbox {
         binds: &[Bind<'_>],
         argv: &[impl AsRef<OsStr>],
     ) -> Result<Sandboxed, SandboxError> {
+        if let Some(uid) = self.host_uid {
+            let mut writable: Vec<PathBuf> = dir.map(Path::to_owned).into_iter().collect();
+            let mut read_only = Vec::new();
+            for bind in binds {
+                match bind {
+                    Bind::Writable(path) => writable.push(path.to_path_buf()),
+                    Bind::ReadOnly(path) => read_only.push(path.to_path_buf()),
+                }
+            }
+            tokio::task::spawn_blocking(move || host_uid::prepare(uid, &writable, &read_only))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+        }
         let network = match network {
-            true => Some(StepNetwork::start(&self.network).await?),
+            true => Some(StepNetwork::start(&self.network, self.host_uid).await?),
             false => None,
         };
         let mut command = match &network {
             Some(network) => network.enter(&self.bwrap),
             None => Command::new(&self.bwrap),
         };
+        host_uid::run_as(&mut command, self.host_uid);
         command
             .args(args(dir, network.as_ref(), binds))
             .arg("--")

@@ -7,13 +7,18 @@
 //! 1. a *holder*: `unshare --user --map-root-user --net` running `ip rule add … prohibit`
 //!    for every [`BlockedAddress`] (`ip -4 -batch`, `ip -6 -batch`), then waiting on
 //!    its stdin for as long as the step runs. It owns the step's network namespace, and
-//!    the user namespace that namespace belongs to;
+//!    the user namespace that namespace belongs to; it runs as the sandbox's host uid
+//!    (when the runner is root: [`super::Sandbox::host_uid`]), so those namespaces
+//!    are that uid's, not root's;
 //! 2. `slirp4netns --configure` attached to the holder: a tap device in the namespace
 //!    (10.0.2.100/24, default route via 10.0.2.2, DNS at 10.0.2.3) whose packets it
-//!    relays as ordinary sockets of the runner's, outside. It runs sandboxed
+//!    relays as ordinary sockets of the runner's, outside. It stays the runner's uid (it
+//!    opens `/dev/net/tun`, which is root's alone on some hosts, and joins the holder's
+//!    namespaces from outside) and runs sandboxed
 //!    (`--enable-sandbox --enable-seccomp`) and, unless [`NetworkSettings::host_loopback`],
 //!    with `--disable-host-loopback`: 10.0.2.2 does not reach the host's 127.0.0.1;
-//! 3. the step, `nsenter --target HOLDER --user --net bwrap … --share-net`: bubblewrap's
+//! 3. the step, `nsenter --target HOLDER --user --net --preserve-credentials bwrap …
+//!    --share-net`, both as the sandbox's host uid: bubblewrap's
 //!    own user namespace is nested inside the holder's, so the step holds no capability
 //!    over the network namespace it uses — it cannot delete the rules, add routes, or
 //!    open raw sockets.
@@ -196,14 +201,19 @@ pub struct StepNetwork {
     holder: Child,
     relay: Child,
     holder_pid: u32,
+    host_uid: Option<u32>,
     files: tempfile::TempDir,
 }
 
 impl StepNetwork {
     /// Sets up a network namespace with `settings`' blocked addresses refused and
-    /// slirp4netns relaying the rest.
-    pub async fn start(settings: &NetworkSettings) -> Result<Self, NetworkError> {
-        tokio::time::timeout(SETUP_TIMEOUT, Self::set_up(settings))
+    /// slirp4netns relaying the rest. With `host_uid`, the holder (and so the
+    /// namespaces) belong to that uid, as do [`Self::enter`]'s processes.
+    pub async fn start(
+        settings: &NetworkSettings,
+        host_uid: Option<u32>,
+    ) -> Result<Self, NetworkError> {
+        tokio::time::timeout(SETUP_TIMEOUT, Self::set_up(settings, host_uid))
             .await
             .unwrap_or_else(|_| {
                 Err(NetworkError {
@@ -213,7 +223,10 @@ impl StepNetwork {
             })
     }
 
-    async fn set_up(settings: &NetworkSettings) -> Result<Self, NetworkError> {
+    async fn set_up(
+        settings: &NetworkSettings,
+        host_uid: Option<u32>,
+    ) -> Result<Self, NetworkError> {
         let fail = |stage| {
             move |e: std::io::Error| NetworkError {
                 stage,
@@ -240,10 +253,20 @@ impl StepNetwork {
         ] {
             std::fs::write(files.path().join(name), text).map_err(fail("writing its files"))?;
         }
+        // The holder reads the rules, bubblewrap binds resolv.conf: as the sandbox's uid.
+        if let Some(uid) = host_uid {
+            super::host_uid::give(uid, files.path()).map_err(|e| NetworkError {
+                stage: "giving its files to the sandbox's uid",
+                reason: e.to_string(),
+            })?;
+        }
 
         // The holder: prints `ready` once the rules are in, then holds the namespaces
-        // until its stdin closes (the runner dropped it, or died).
-        let mut holder = Command::new("unshare")
+        // until its stdin closes (the runner dropped it, or died). As the sandbox's uid,
+        // which then owns the step's user and network namespaces.
+        let mut holder = Command::new("unshare");
+        super::host_uid::run_as(&mut holder, host_uid);
+        let mut holder = holder
             .args(["--user", "--map-root-user", "--net", "--", "/bin/sh", "-c"])
             .arg(r#"ip -4 -batch "$1" && ip -6 -batch "$2" && echo ready && read -r _"#)
             .arg("outpost-step-net")
@@ -319,18 +342,22 @@ impl StepNetwork {
             holder,
             relay,
             holder_pid,
+            host_uid,
             files,
         })
     }
 
     /// The command that runs `program` in this network namespace (`nsenter` into the
     /// holder's user and network namespaces; the program then nests its own user
-    /// namespace, as bubblewrap does, to hold no capability over this one).
+    /// namespace, as bubblewrap does, to hold no capability over this one). It runs as
+    /// the holder's uid, keeping its credentials (`--preserve-credentials`: the holder's
+    /// namespace denies `setgroups`, which nsenter would call otherwise).
     pub fn enter(&self, program: &Path) -> Command {
         let mut command = Command::new("nsenter");
+        super::host_uid::run_as(&mut command, self.host_uid);
         command
             .arg(format!("--target={}", self.holder_pid))
-            .args(["--user", "--net", "--"])
+            .args(["--user", "--net", "--preserve-credentials", "--"])
             .arg(program);
         command
     }
