@@ -306,12 +306,13 @@ impl Customer {
         (status.parse().expect("an HTTP status"), answer.to_owned())
     }
 
-    /// Creates the install stack from `template` with the customer's parameters and
-    /// waits for it; returns its outputs.
+    /// Creates the install stack from `template` with the customer's parameters (and
+    /// `inputs`, the App's customer inputs) and waits for it; returns its outputs.
     async fn create_stack(
         &self,
         template: &str,
         token: &str,
+        inputs: &std::collections::BTreeMap<String, Value>,
     ) -> std::collections::BTreeMap<String, String> {
         use aws_sdk_cloudformation::types::{Capability, Parameter};
         let config = aws_sdk_cloudformation::config::Builder::from(&self.admin)
@@ -324,7 +325,8 @@ impl Customer {
                 .parameter_value(value)
                 .build()
         };
-        cfn.create_stack()
+        let mut create = cfn
+            .create_stack()
             .stack_name(STACK)
             .template_body(template)
             .capabilities(Capability::CapabilityNamedIam)
@@ -332,10 +334,23 @@ impl Customer {
             .parameters(parameter("RunnerAmiId", "ami-0123456789abcdef0"))
             .parameters(parameter("VpcId", &self.vpc))
             .parameters(parameter("RunnerSubnetId", &self.subnet))
-            .parameters(parameter("SecretApiKeyValue", API_KEY))
-            .send()
-            .await
-            .expect("CreateStack");
+            .parameters(parameter("SecretApiKeyValue", API_KEY));
+        for (name, value) in inputs {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().expect("a list input of strings"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            create = create.parameters(parameter(
+                &outpost_api::customer_input::stack_parameter(name),
+                &text,
+            ));
+        }
+        create.send().await.expect("CreateStack");
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let described = cfn
@@ -944,7 +959,8 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     let controllers = cp.start_controllers("customer-aws");
     let kubectl = cp.kubectl();
     let example_dir = tempfile::tempdir().unwrap();
-    let example = example_with_registries(example_dir.path(), &vendor, &registry);
+    let (example, customer_inputs) =
+        example_with_registries(example_dir.path(), &vendor, &registry);
     if record {
         with_a_leaky_step(&example);
     }
@@ -992,7 +1008,9 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     let template_json: Value = serde_json::from_str(&template).expect("the stack is JSON");
 
     // The customer creates the stack.
-    let outputs = customer.create_stack(&template, &token).await;
+    let outputs = customer
+        .create_stack(&template, &token, &customer_inputs)
+        .await;
     let state_bucket = outputs["StateBucketName"].clone();
     // moto creates the bucket without its versioning (CloudFormation's
     // `VersioningConfiguration`): the customer turns it on as the template says.
