@@ -2,8 +2,10 @@
 //! the declared `type`, is one of `enum`, matches `pattern`; every `required` input
 //! without a default is set; no undeclared input is set; a `sensitive` input is given
 //! only as a reference to one of the App's secrets (`{secretRef: SECRET}`), never as a
-//! value. Errors name the input by field path, `spec.inputs.<name>`, as kube-apiserver
-//! names a field of a custom resource that fails its schema.
+//! value; a `source: customer` input is not set at all (the customer sets it in the
+//! install stack, see [`crate::customer_input`]). Errors name the input by field path,
+//! `spec.inputs.<name>`, as kube-apiserver names a field of a custom resource that fails
+//! its schema.
 //!
 //! The API server runs [`validate_install_inputs`] when an Install is written; the
 //! Install controller runs it again on every reconcile, because an App can change its
@@ -11,6 +13,7 @@
 
 use crate::app::AppSpec;
 use crate::input::{InputSpec, InputType, SecretSpec};
+use crate::party::Party;
 use crate::validation::FieldError;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -55,8 +58,19 @@ pub fn validate_install_inputs(
             continue;
         }
         let field = input_field(&input.name);
+        let customer = input.source() == Party::Customer;
         match inputs.get(&input.name) {
+            Some(_) if customer => errors.push(FieldError::forbidden(
+                field,
+                format!(
+                    "a source: customer input is set by the customer, in the install stack's \
+                     parameter {}, not in the Install",
+                    crate::customer_input::stack_parameter(&input.name)
+                ),
+            )),
             Some(value) => errors.extend(check_value(input, &field, value, &app.secrets)),
+            // The install stack asks the customer for it (a parameter without default).
+            None if customer => {}
             None if input.required && input.default.is_none() => {
                 errors.push(FieldError::required(field, "a required input of the App"));
             }
@@ -78,7 +92,7 @@ pub fn validate_install_inputs(
 
 /// The problem of `value` as the value of `input` (of an App with `secrets`), reported
 /// at `field`. A sensitive input's value is never echoed in the error.
-fn check_value(
+pub(crate) fn check_value(
     input: &InputSpec,
     field: &str,
     value: &Value,
@@ -151,6 +165,15 @@ pub(crate) fn validate_declaration(input: &InputSpec, at: &str) -> Vec<FieldErro
                 err.to_string(),
             ));
         }
+    }
+    if input.sensitive && input.source() == Party::Customer {
+        errors.push(FieldError::forbidden(
+            format!("{at}.sensitive"),
+            "a sensitive value the customer sets is one of the App's secrets (spec.secrets: \
+             the install stack asks for it as a NoEcho parameter and keeps it in Secrets \
+             Manager), given to the input as {secretRef: SECRET}; a source: customer input \
+             is a plain stack parameter",
+        ));
     }
     if input.sensitive {
         // Its value never reaches the control plane: nothing to check it against, and a

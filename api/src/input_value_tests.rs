@@ -215,3 +215,35 @@ fn declarations_are_checked_on_the_app() {
         ]
     );
 }
+
+#[test]
+fn customer_inputs_are_not_set_by_the_install() {
+    let mut app = app();
+    app.spec.inputs.push(
+        serde_json::from_value(json!(
+            {"name": "db_name", "type": "string", "source": "customer", "required": true}
+        ))
+        .unwrap(),
+    );
+    // Unset is fine even though required: the install stack asks the customer for it.
+    assert_eq!(
+        validate_install_inputs(&app.spec, &inputs(valid()), None),
+        vec![]
+    );
+    let mut value = valid();
+    value["db_name"] = json!("shop");
+    let errors = validate_install_inputs(&app.spec, &inputs(value), None);
+    assert_eq!(
+        causes(&errors),
+        [("spec.inputs.db_name", FieldErrorKind::Forbidden)]
+    );
+    assert!(errors[0].message.contains("InputDbName"), "{errors:?}");
+}
+
+#[test]
+fn a_sensitive_customer_input_is_a_secret_instead() {
+    let mut app = app();
+    app.spec.inputs[3].source = Some(crate::Party::Customer);
+    let fields: Vec<_> = app.validate().into_iter().map(|e| e.field).collect();
+    assert_eq!(fields, ["spec.inputs[3].sensitive"]);
+}

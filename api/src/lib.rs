@@ -20,6 +20,7 @@ pub mod chart_source;
 pub mod component;
 pub mod condition;
 pub mod crd;
+pub mod customer_input;
 pub mod drift;
 pub mod drift_report;
 pub mod fence;

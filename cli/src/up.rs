@@ -47,6 +47,11 @@ pub struct UpArgs {
     /// Manifests applied at start (server-side apply, into namespace `default`).
     #[arg(long, default_value = "manifests")]
     manifests: PathBuf,
+    /// What the example's customers set themselves (the App's `source: customer`
+    /// inputs, which a stack-booted runner reads from its install stack): `DIR/NAME.yaml`
+    /// for install NAME, handed to its local runner (`--customer-inputs`).
+    #[arg(long, default_value = "customer/inputs")]
+    customer_inputs: PathBuf,
     /// The example install, as NAMESPACE/NAME: it gets a local runner and its registry
     /// inputs point at the local registries. `up` waits until it is Active.
     #[arg(long, default_value = "default/globex")]
@@ -169,10 +174,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let client = crate::client::from_kubeconfig(&kubeconfig).await?;
     if args.manifests.is_dir() {
         let mut documents = manifests::read_dir(&args.manifests)?;
-        if let [vendor, own] = registries.as_slice()
+        if let [vendor, _] = registries.as_slice()
             && namespace == "default"
         {
-            point_at_registries(&mut documents, install, &vendor.host, &own.host)?;
+            point_at_registries(&mut documents, install, &vendor.host)?;
         }
         let applied = manifests::apply(
             &client,
@@ -207,6 +212,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
     println!("outpost: controllers running");
 
+    let own_registry = match registries.as_slice() {
+        [_, own] if namespace == "default" => Some(own.host.as_str()),
+        _ => None,
+    };
+    let inputs_file = dir.join("customer-inputs.yaml");
+    customer_inputs(&args.customer_inputs, install, own_registry, &inputs_file)?;
     let mut runner = start_runner(
         &client,
         dir,
@@ -215,6 +226,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         &url,
         &tls.ca,
         &cluster_kubeconfig,
+        &inputs_file,
         &mut skipped,
     )
     .await?;
@@ -278,14 +290,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Points install `name`'s registry inputs at the local registries, in the documents
-/// before they are applied (so the Install never has other values, and nothing is
-/// planned for them).
+/// Points install `name`'s vendor registry input at the local vendor registry, in the
+/// documents before they are applied (so the Install never has another value, and
+/// nothing is planned for it). The install's own registry is the customer's input:
+/// [`customer_inputs`].
 fn point_at_registries(
     documents: &mut [(PathBuf, Value)],
     name: &str,
     vendor: &str,
-    own: &str,
 ) -> anyhow::Result<()> {
     let (_, install) = documents
         .iter_mut()
@@ -295,8 +307,30 @@ fn point_at_registries(
         .as_object_mut()
         .with_context(|| format!("Install {name} has no spec.inputs"))?;
     inputs.insert("vendor_registry".into(), vendor.into());
-    inputs.insert("image_registry".into(), own.into());
     Ok(())
+}
+
+/// Writes the customer's inputs of `install` (`DIR/INSTALL.yaml` of `--customer-inputs`,
+/// none when it is missing), with `image_registry` the local install registry when there
+/// is one, to `file` for the runner's `--customer-inputs`.
+fn customer_inputs(
+    dir: &Path,
+    install: &str,
+    own_registry: Option<&str>,
+    file: &Path,
+) -> anyhow::Result<()> {
+    let source = dir.join(format!("{install}.yaml"));
+    let mut inputs: serde_json::Map<String, Value> = match std::fs::read_to_string(&source) {
+        Ok(text) => serde_saphyr::from_str(&text)
+            .with_context(|| format!("{} is not a map of inputs", source.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", source.display())),
+    };
+    if let Some(own) = own_registry {
+        inputs.insert("image_registry".into(), own.into());
+    }
+    std::fs::write(file, serde_json::to_string_pretty(&inputs)?)
+        .with_context(|| format!("cannot write {}", file.display()))
 }
 
 /// Starts the install's runner under its token (minted once, kept in `DATA/runner/`),
@@ -310,6 +344,7 @@ async fn start_runner(
     url: &str,
     ca: &Path,
     cluster_kubeconfig: &Path,
+    customer_inputs: &Path,
     skipped: &mut Vec<String>,
 ) -> anyhow::Result<Supervised> {
     let home = dir.join("runner");
@@ -350,6 +385,8 @@ async fn start_runner(
         .arg(cluster_kubeconfig)
         .arg("--secrets-dir")
         .arg(&secrets)
+        .arg("--customer-inputs")
+        .arg(customer_inputs)
         // The customer's trust anchor: `outpost audit verify --key DATA/runner/anchor/public-keys`.
         .arg("--anchor-dir")
         .arg(home.join("anchor"))

@@ -345,6 +345,7 @@ impl Up {
     /// ready (or fails the test after `secs`).
     fn start(dir: &std::path::Path, secs: u64) -> Up {
         let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests");
+        let customer_inputs = concat!(env!("CARGO_MANIFEST_DIR"), "/../customer/inputs");
         let mut command = outpost();
         command
             .args([
@@ -355,6 +356,8 @@ impl Up {
                 "127.0.0.1:0",
                 "--manifests",
                 manifests,
+                "--customer-inputs",
+                customer_inputs,
                 "--data-dir",
             ])
             .arg(dir);
@@ -738,6 +741,7 @@ fn help_explains_every_command() {
         "--cluster-listen",
         "--install",
         "--manifests",
+        "--customer-inputs",
         "Ctrl-C",
     ] {
         assert!(up.contains(flag), "{flag} missing:\n{up}");
@@ -765,7 +769,7 @@ fn help_explains_every_command() {
 
 /// README's walkthrough, run verbatim: every `sh` block of its "Walkthrough" section, in
 /// order, as one `bash -e` script, in a directory laid out like the repository (with
-/// `manifests/`, and `target/release/` holding the `outpost` this test built) in which
+/// `manifests/`, `customer/`, and `target/release/` holding the `outpost` this test built) in which
 /// `outpost up` runs as `./x up` would start it (its defaults, free ports by environment).
 #[test]
 fn the_readme_walkthrough_works_verbatim() {
@@ -795,6 +799,11 @@ fn the_readme_walkthrough_works_verbatim() {
     std::os::unix::fs::symlink(
         concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests"),
         repo.join("manifests"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../customer"),
+        repo.join("customer"),
     )
     .unwrap();
     std::fs::create_dir(repo.join("target")).unwrap();

@@ -8,7 +8,7 @@
 //! | `install.id` | the Install's `metadata.uid` (stable, unique; used in role names) |
 //! | `install.name`, `install.namespace` | the Install's name and namespace |
 //! | `install.cloud.provider`, `.accountId`, `.region` | the Install's cloud account |
-//! | `install.inputs.<name>`, `inputs.<name>` | the install's value of a declared input, else its default; a sensitive input's `{secretRef: S}` renders as `secrets.S` does |
+//! | `install.inputs.<name>`, `inputs.<name>` | the install's value of a declared input, else its default; a sensitive input's `{secretRef: S}` renders as `secrets.S` does; a `source: customer` input renders as the placeholder `${outpost-input:<name>}` the runner fills in from the install stack ([`outpost_api::customer_input`]) |
 //! | `app.name`, `app.release` | the App's name and current release hash |
 //! | `components.<name>.outputs.<output>` | outputs of a deployed component |
 //! | `sandbox.outputs.<output>` | outputs of the provisioned sandbox |
@@ -35,8 +35,9 @@
 use minijinja::machinery::{Token, WhitespaceConfig, tokenize};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+use outpost_api::customer_input;
 use outpost_api::input_value::secret_ref;
-use outpost_api::{App, Install};
+use outpost_api::{App, Install, Party};
 use serde_json::{Map, Value, json};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -223,6 +224,19 @@ impl TemplateContext {
                 value["inputs"][&input.name] = reference.clone();
                 value["install"]["inputs"][&input.name] = reference;
             }
+        }
+        // A customer input's value is in the customer's install stack, never here: it
+        // renders as a placeholder only the runner fills in (whatever an Install stored
+        // before admission refused it).
+        for input in app
+            .spec
+            .inputs
+            .iter()
+            .filter(|i| i.source() == Party::Customer)
+        {
+            let placeholder = Value::String(customer_input::placeholder(&input.name));
+            value["inputs"][&input.name] = placeholder.clone();
+            value["install"]["inputs"][&input.name] = placeholder;
         }
         value["secrets"] = app
             .spec

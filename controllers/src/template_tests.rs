@@ -305,3 +305,20 @@ fn a_sensitive_input_renders_as_its_secrets_reference() {
     let out = c.render_str("{{ inputs.domain.secretRef }}").unwrap();
     assert_eq!(out, "db_password");
 }
+
+#[test]
+fn a_customer_input_renders_as_a_placeholder_never_its_value() {
+    let mut app = app();
+    app.spec.inputs[1].source = Some(outpost_api::Party::Customer);
+    // An Install stored before admission refused customer inputs sets it: ignored.
+    let mut install = install();
+    install.spec.inputs.insert("node_count".into(), json!(7));
+    let c = TemplateContext::new(&app, &install, &outputs()).unwrap();
+    let out = c
+        .render_str("n={{ inputs.node_count }} {{ install.inputs.node_count }}")
+        .unwrap();
+    assert_eq!(
+        out,
+        "n=${outpost-input:node_count} ${outpost-input:node_count}"
+    );
+}

@@ -341,6 +341,11 @@ fn moto_creates_the_stack_with_the_enabled_roles_only() {
         ("VpcId", vpc.as_str()),
         ("RunnerSubnetId", subnet.as_str()),
         ("SecretApiKeyValue", "key-from-the-customer"),
+        // The one customer input without a default.
+        (
+            "InputImageRegistry",
+            "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+        ),
     ];
 
     // acme switches the custom role on.

@@ -69,13 +69,27 @@ pub fn on_path(name: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("{name} is not on PATH; the test needs the real one"))
 }
 
+/// The repository's `customer/inputs/INSTALL.yaml`: what the example's customer of
+/// `install` sets in its install stack (the App's `source: customer` inputs).
+pub fn customer_inputs(install: &str) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../customer/inputs/{install}.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_saphyr::from_str(&text).expect("customer inputs are a map")
+}
+
 /// The example's manifests (`manifests/*.yaml`) copied into `dir`, with install
-/// globex's images coming from `vendor` and copied into `registry`.
+/// globex's images coming from `vendor` (its Install's `vendor_registry`) and copied into
+/// `registry`: the customer's `image_registry`, in `dir/customer-inputs.yaml` (the
+/// runner's `--customer-inputs`) and returned as the customer's inputs.
 pub fn example_with_registries(
     dir: &std::path::Path,
     vendor: &Registry,
     registry: &Registry,
-) -> std::path::PathBuf {
+) -> (
+    std::path::PathBuf,
+    std::collections::BTreeMap<String, serde_json::Value>,
+) {
     let example = dir.join("manifests");
     std::fs::create_dir_all(&example).unwrap();
     for entry in std::fs::read_dir(manifests()).unwrap() {
@@ -86,20 +100,21 @@ pub fn example_with_registries(
     }
     let installs = example.join("installs.yaml");
     let text = std::fs::read_to_string(&installs).unwrap();
-    let globex = "    image_registry: 444455556666.dkr.ecr.us-east-2.amazonaws.com\n";
-    assert!(
-        text.contains(globex),
-        "installs.yaml names globex's registry"
-    );
+    let globex = "    domain: store.globex.example\n";
+    assert!(text.contains(globex), "installs.yaml sets globex's domain");
     let text = text.replace(
         globex,
-        &format!(
-            "    image_registry: {}\n    vendor_registry: {}\n",
-            registry.host, vendor.host
-        ),
+        &format!("{globex}    vendor_registry: {}\n", vendor.host),
     );
     std::fs::write(&installs, text).unwrap();
-    example
+    let mut inputs = customer_inputs("globex");
+    inputs.insert("image_registry".into(), registry.host.clone().into());
+    std::fs::write(
+        dir.join("customer-inputs.yaml"),
+        serde_json::to_string(&inputs).unwrap(),
+    )
+    .unwrap();
+    (example, inputs)
 }
 
 /// Declares each listed `async fn NAME(backend: Backend)` as two tests,

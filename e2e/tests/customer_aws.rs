@@ -306,15 +306,16 @@ impl Customer {
         (status.parse().expect("an HTTP status"), answer.to_owned())
     }
 
-    /// Creates the install stack from `template` with the customer's parameters and
-    /// waits for it; returns its outputs.
-    /// Creates the install stack from `template` with the runner token `token` and the
-    /// `secrets` the App declares beyond `api_key` (stack parameter, value).
+    /// Creates the install stack from `template` with the customer's parameters, the
+    /// runner token `token`, the `secrets` the App declares beyond `api_key` (stack
+    /// parameter, value) and `inputs` (the App's customer inputs); waits for it and
+    /// returns its outputs.
     async fn create_stack(
         &self,
         template: &str,
         token: &str,
         secrets: &[(&str, &str)],
+        inputs: &std::collections::BTreeMap<String, Value>,
     ) -> std::collections::BTreeMap<String, String> {
         use aws_sdk_cloudformation::types::{Capability, Parameter};
         let config = aws_sdk_cloudformation::config::Builder::from(&self.admin)
@@ -327,7 +328,7 @@ impl Customer {
                 .parameter_value(value)
                 .build()
         };
-        let mut request = cfn
+        let mut create = cfn
             .create_stack()
             .stack_name(STACK)
             .template_body(template)
@@ -338,9 +339,24 @@ impl Customer {
             .parameters(parameter("RunnerSubnetId", &self.subnet))
             .parameters(parameter("SecretApiKeyValue", API_KEY));
         for (key, value) in secrets {
-            request = request.parameters(parameter(key, value));
+            create = create.parameters(parameter(key, value));
         }
-        request.send().await.expect("CreateStack");
+        for (name, value) in inputs {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().expect("a list input of strings"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            create = create.parameters(parameter(
+                &outpost_api::customer_input::stack_parameter(name),
+                &text,
+            ));
+        }
+        create.send().await.expect("CreateStack");
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let described = cfn
@@ -1006,7 +1022,8 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     let controllers = cp.start_controllers("customer-aws");
     let kubectl = cp.kubectl();
     let example_dir = tempfile::tempdir().unwrap();
-    let example = example_with_registries(example_dir.path(), &vendor, &registry);
+    let (example, customer_inputs) =
+        example_with_registries(example_dir.path(), &vendor, &registry);
     if record {
         with_a_leaky_step(&example);
     }
@@ -1071,7 +1088,9 @@ async fn start_flow(backend: Backend, record: bool, access: ClusterAccess) -> Fl
     };
     let own_secret = [("SecretClusterKubeconfigValue", own_kubeconfig.as_str())];
     let secrets: &[(&str, &str)] = if eks { &own_secret } else { &[] };
-    let outputs = customer.create_stack(&template, &token, secrets).await;
+    let outputs = customer
+        .create_stack(&template, &token, secrets, &customer_inputs)
+        .await;
     let state_bucket = outputs["StateBucketName"].clone();
     // moto creates the bucket without its versioning (CloudFormation's
     // `VersioningConfiguration`): the customer turns it on as the template says.

@@ -7,8 +7,9 @@
 //!   `terraform_data` resources) applied by terraform, the cache and web objects in the
 //!   stand-in cluster, the migrate action run in the sandbox before web is deployed.
 //! * The web image is copied from a vendor registry into the install's (two real
-//!   `docker-registry` processes; the install's `vendor_registry` and `image_registry`
-//!   inputs point at them) and web runs the copy, by digest.
+//!   `docker-registry` processes; the install's `vendor_registry` input and the
+//!   customer's `image_registry`, given to the runner with `--customer-inputs`, point at
+//!   them) and web runs the copy, by digest.
 //! * A customer-local policy (the runner's `--policies DIR`) denies the plan that would
 //!   replace the database, though the control plane approved it.
 
@@ -64,7 +65,7 @@ async fn start(local_policies: &[(&str, String)]) -> Flow {
     let controllers = cp.start_controllers("flow");
     let kubectl = cp.kubectl();
     let dir = tempfile::tempdir().unwrap();
-    let example = example_with_registries(dir.path(), &vendor, &registry);
+    let (example, _) = example_with_registries(dir.path(), &vendor, &registry);
     kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
     eventually(60, "App shopfront to be Ready", async || {
         let ready = kubectl.ok(&[
@@ -101,6 +102,8 @@ async fn start(local_policies: &[(&str, String)]) -> Flow {
         .arg(on_path("bwrap"))
         .arg("--secrets-dir")
         .arg(&secrets)
+        .arg("--customer-inputs")
+        .arg(dir.path().join("customer-inputs.yaml"))
         .arg("--policies")
         .arg(&policies)
         .args(["--heartbeat-seconds", "1"])

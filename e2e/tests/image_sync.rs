@@ -25,7 +25,8 @@ const VENDOR_REPOSITORY: &str = "vendor/web";
 /// Its repository in the install's registry.
 const INSTALL_REPOSITORY: &str = "acme/web";
 
-/// App `shop`'s inputs: where the image comes from and goes.
+/// App `shop`'s inputs: where the image comes from and goes (both the vendor's here; in
+/// the example App the install registry is the customer's, `install_inputs`).
 const INPUTS: &str = "  inputs:
     - name: vendor_registry
       type: string
@@ -33,7 +34,7 @@ const INPUTS: &str = "  inputs:
       required: true
     - name: image_registry
       type: string
-      source: customer
+      source: vendor
       required: true
     - name: web_tag
       type: string

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 on_both_backends!(
     wrong_inputs_are_refused_naming_the_input,
     updates_are_checked_and_ratchet_over_app_changes,
+    customer_inputs_are_never_in_the_install,
 );
 
 const INSTALLS: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/installs";
@@ -20,7 +21,6 @@ fn install(name: &str) -> Value {
             "app": "shopfront",
             "inputs": {
                 "domain": "shop.example.com",
-                "image_registry": "111122223333.dkr.ecr.eu-west-1.amazonaws.com",
                 "license_key": {"secretRef": "api_key"},
             },
             "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"},
@@ -50,11 +50,17 @@ async fn wrong_inputs_are_refused_naming_the_input(backend: Backend) {
     ]);
 
     // (input changed, its value or None to leave it out, the cause kubectl prints)
-    let cases: [(&str, Option<Value>, &str); 6] = [
+    let cases: [(&str, Option<Value>, &str); 7] = [
+        (
+            "enable_cache",
+            Some(json!("yes")),
+            r#"spec.inputs.enable_cache: Invalid value: "yes": must be of type boolean"#,
+        ),
         (
             "node_count",
-            Some(json!("five")),
-            r#"spec.inputs.node_count: Invalid value: "five": must be of type number"#,
+            Some(json!(5)),
+            "spec.inputs.node_count: Forbidden: a source: customer input is set by the \
+             customer, in the install stack's parameter InputNodeCount, not in the Install",
         ),
         (
             "domain",
@@ -147,30 +153,30 @@ async fn updates_are_checked_and_ratchet_over_app_changes(backend: Backend) {
     let before = stored();
 
     // An update to a wrong value is refused, and the stored Install is unchanged.
-    let refused = patch(&kubectl, r#"{"spec":{"inputs":{"node_count":true}}}"#);
+    let refused = patch(&kubectl, r#"{"spec":{"inputs":{"db_instance_class":5}}}"#);
     assert!(
         !refused.ok
             && refused
                 .stderr
-                .contains("spec.inputs.node_count: Invalid value: \"true\""),
+                .contains("spec.inputs.db_instance_class: Invalid value: \"5\""),
         "{refused:?}"
     );
     assert_eq!(stored(), before);
 
-    // The App then makes `db_name` required and `node_count` a choice of 3 or 5: the
-    // stored Install no longer holds, but an update that does not touch those inputs
-    // is accepted (ratcheting), and one that does is checked.
+    // The App then makes `db_name` required and `db_instance_class` a choice of two:
+    // the stored Install no longer holds, but an update that does not touch those
+    // inputs is accepted (ratcheting), and one that does is checked.
     let app = std::fs::read_to_string(manifests().join("app.yaml"))
         .unwrap()
         .replace(
-            "      source: customer\n      default: shop\n",
-            "      source: customer\n      required: true\n",
+            "      source: vendor\n      default: shop\n",
+            "      source: vendor\n      required: true\n",
         )
         .replace(
-            "      source: customer\n      default: 3\n",
-            "      source: customer\n      enum: [3, 5]\n",
+            "      default: db.t4g.medium\n",
+            "      default: db.t4g.medium\n      enum: [db.t4g.medium, db.r6g.large]\n",
         );
-    assert!(app.contains("enum: [3, 5]") && app.matches("required: true").count() == 4);
+    assert!(app.contains("enum: [db.t4g.medium") && app.matches("required: true").count() == 4);
     let file = cp.scratch().join("app.yaml");
     std::fs::write(&file, app).unwrap();
     kubectl.ok(&["apply", "-f", file.to_str().unwrap()]);
@@ -181,15 +187,18 @@ async fn updates_are_checked_and_ratchet_over_app_changes(backend: Backend) {
         )
         .ok
     );
-    let refused = patch(&kubectl, r#"{"spec":{"inputs":{"node_count":4}}}"#);
+    let refused = patch(
+        &kubectl,
+        r#"{"spec":{"inputs":{"db_instance_class":"db.m5.large"}}}"#,
+    );
     assert!(
         !refused.ok
             && refused
                 .stderr
-                .contains("spec.inputs.node_count: Unsupported value: \"4\""),
+                .contains("spec.inputs.db_instance_class: Unsupported value: \"db.m5.large\""),
         "{refused:?}"
     );
-    assert!(stored().contains("www.example.com") && !stored().contains("\"node_count\""));
+    assert!(stored().contains("www.example.com") && !stored().contains("\"db_instance_class\""));
     // A new Install is checked against the App as it is now.
     let run = apply(&cp, &install("globex"));
     assert!(
@@ -197,4 +206,67 @@ async fn updates_are_checked_and_ratchet_over_app_changes(backend: Backend) {
         "{run:?}"
     );
     assert!(!kubectl.run(&["get", "install", "globex"]).ok);
+}
+
+/// A `source: customer` input (the example's `image_registry`) set in an Install: the
+/// admin gets 422 naming it (and the stack parameter the customer sets it in) on create
+/// and on update, the viewer, the approver and the install's runner 403, and nothing is
+/// stored.
+async fn customer_inputs_are_never_in_the_install(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let kubectl = cp.kubectl();
+    kubectl.ok(&[
+        "apply",
+        "-f",
+        manifests().join("app.yaml").to_str().unwrap(),
+    ]);
+    let value = "registry.customer.example";
+    let mut bad = install("bad");
+    bad["spec"]["inputs"]["image_registry"] = json!(value);
+    let body = bad.to_string();
+    cp.post_refused_as_invalid(INSTALLS, &body, "spec.inputs.image_registry", value)
+        .await;
+    let run = apply(&cp, &bad);
+    assert!(
+        !run.ok
+            && run.stderr.contains(
+                "spec.inputs.image_registry: Forbidden: a source: customer input is set by \
+                 the customer, in the install stack's parameter InputImageRegistry"
+            ),
+        "{run:?}"
+    );
+    assert!(apply(&cp, &install("good")).ok);
+    let runner = cp.mint_runner_token("default/good");
+    let reply = cp
+        .raw(
+            Some(&runner),
+            "POST",
+            INSTALLS,
+            &[("content-type", "application/json")],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(reply.status, 403, "{}", reply.text);
+    let get = kubectl.run(&["get", "install", "bad"]);
+    assert!(!get.ok && get.stderr.contains("NotFound"), "{get:?}");
+
+    // An update is refused too, and the stored Install keeps no value.
+    let refused = kubectl.run(&[
+        "patch",
+        "install",
+        "good",
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"inputs":{{"image_registry":"{value}"}}}}}}"#),
+    ]);
+    assert!(
+        !refused.ok
+            && refused
+                .stderr
+                .contains("spec.inputs.image_registry: Forbidden"),
+        "{refused:?}"
+    );
+    let stored = kubectl.ok(&["get", "install", "good", "-o", "json"]);
+    assert!(!stored.contains(value), "{stored}");
 }

@@ -12,6 +12,7 @@ mod connections;
 mod controller;
 mod controllers;
 mod customer_aws;
+mod customer_inputs;
 mod dashboard;
 mod drift;
 mod eks_cluster;

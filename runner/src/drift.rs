@@ -33,8 +33,7 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use kube_client::ResourceExt as _;
-use kube_client::api::Api;
-use outpost_api::{App, DriftSettings, EntityKind, Install, Operation, Plan, PlanPhase};
+use outpost_api::{DriftSettings, EntityKind, Operation, Plan, PlanPhase};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -297,16 +296,7 @@ async fn interval(session: &Session, baseline: &Baseline) -> Duration {
     if let Some(seconds) = own.as_ref().and_then(|d| d.interval_seconds) {
         return Duration::from_secs(seconds.into());
     }
-    let client = session.plans.clone().into_client();
-    let app = async {
-        let install = Api::<Install>::namespaced(client.clone(), &session.namespace)
-            .get(&session.install)
-            .await?;
-        Api::<App>::namespaced(client, &session.namespace)
-            .get(&install.spec.app)
-            .await
-    };
-    match tokio::time::timeout(Duration::from_secs(10), app).await {
+    match tokio::time::timeout(Duration::from_secs(10), session.app()).await {
         Ok(Ok(app)) => app.spec.drift.unwrap_or_default().interval(),
         _ => DriftSettings::default().interval(),
     }

@@ -245,6 +245,11 @@ async fn run(
     })?;
     let (mut env, role_secrets) = assume_role(session, plan, subject).await?;
     let desired = plan.spec.desired_state.clone().unwrap_or(Value::Null);
+    // After the role is assumed: that read the install stack, with the customer's
+    // current parameters, again.
+    let desired = crate::customer_inputs::fill(session, &desired)
+        .await
+        .map_err(refused)?;
     let source = role_secrets
         .as_deref()
         .unwrap_or_else(|| session.secrets.as_ref());

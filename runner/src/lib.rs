@@ -12,6 +12,7 @@ pub mod anchor;
 pub mod audit;
 pub mod aws;
 pub mod claim;
+pub mod customer_inputs;
 pub mod drift;
 pub mod eks;
 pub mod example_image;

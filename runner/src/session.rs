@@ -76,6 +76,17 @@ pub struct Session {
 }
 
 impl Session {
+    /// The install's App, read from the control plane (the Install, then its App).
+    pub async fn app(&self) -> Result<outpost_api::App, kube_client::Error> {
+        let client = self.plans.clone().into_client();
+        let install = Api::<outpost_api::Install>::namespaced(client.clone(), &self.namespace)
+            .get(&self.install)
+            .await?;
+        Api::<outpost_api::App>::namespaced(client, &self.namespace)
+            .get(&install.spec.app)
+            .await
+    }
+
     /// Records an audit event in the local log and wakes the shipper. An event that
     /// cannot be written to the state dir stops the runner: it must not act unaudited.
     /// Secret values in flight ([`Session::masks`]) are masked in its details.

@@ -111,6 +111,11 @@ pub struct RunnerArgs {
     /// (`${outpost-secret:NAME}` reads `DIR/NAME`).
     #[arg(long)]
     pub secrets_dir: Option<PathBuf>,
+    /// YAML (or JSON) map of the customer's inputs (`source: customer`), name to value,
+    /// for a runner without `--stack`; with `--stack` they are the install stack's
+    /// `Input<Name>` parameters. `${outpost-input:NAME}` in a Plan reads it.
+    #[arg(long, value_name = "FILE")]
+    pub customer_inputs: Option<PathBuf>,
     /// Name of the install's CloudFormation stack in the customer's AWS account. With
     /// it, the runner reads the stack's roles and assumes the Plan's role for each Plan
     /// (a role it cannot assume fails the Plan), and reads secrets from AWS Secrets

@@ -1,26 +1,6 @@
 //! CloudFormation logical ids derived from declared names.
 
-/// `text` in PascalCase, keeping only ASCII letters and digits: every run of
-/// other characters starts a new word. `eks-upgrade-role` gives
-/// `EksUpgradeRole`, `db_password` gives `DbPassword`. Empty when `text` has
-/// no letters or digits.
-pub(super) fn pascal_case(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut word_start = true;
-    for c in text.chars() {
-        if c.is_ascii_alphanumeric() {
-            if word_start {
-                out.push(c.to_ascii_uppercase());
-            } else {
-                out.push(c);
-            }
-            word_start = false;
-        } else {
-            word_start = true;
-        }
-    }
-    out
-}
+pub(super) use outpost_api::install_stack::pascal_case;
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 mod audit_anchor;
+mod inputs;
 mod logical_id;
 mod render;
 mod roles;

@@ -1,7 +1,7 @@
 //! [`render_install_stack`]: an App and an Install to an `InstallStackSpec`.
 
 use super::stack_template::StackTemplate;
-use super::{roles, runner, secrets, state_bucket};
+use super::{inputs, roles, runner, secrets, state_bucket};
 use outpost_api::{App, Install, InstallStackSpec, content_hash};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -178,6 +178,7 @@ pub fn render_install_stack(
     let mut stack = StackTemplate::default();
     let settings = app.spec.runner.clone().unwrap_or_default();
     runner::add_parameters(&mut stack, &server_urls, &settings)?;
+    inputs::add_inputs(&mut stack, &app.spec.inputs)?;
     let secret_refs: Vec<String> = app.spec.secrets.iter().map(secrets::secret_id).collect();
     // Every role keeps terraform state in the bucket and reads the install's secrets
     // (secrets last: the order a role's policies are listed in).

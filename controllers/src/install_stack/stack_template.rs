@@ -22,6 +22,8 @@ pub(super) struct StackTemplate {
     conditions: Map<String, Value>,
     resources: Map<String, Value>,
     outputs: Map<String, Value>,
+    /// Template metadata besides the console's parameter groups.
+    metadata: Map<String, Value>,
     /// `(label, parameter ids)` in the order the console shows them.
     parameter_groups: Vec<(String, Vec<String>)>,
     /// Who declared each logical id, for the duplicate error.
@@ -59,6 +61,11 @@ impl StackTemplate {
                 .push((group.to_owned(), vec![id.to_owned()])),
         }
         Ok(())
+    }
+
+    /// Sets the template metadata entry `key` (CloudFormation keeps it as written).
+    pub(super) fn metadata(&mut self, key: &str, value: Value) {
+        self.metadata.insert(key.to_owned(), value);
     }
 
     pub(super) fn condition(
@@ -105,10 +112,12 @@ impl StackTemplate {
         let mut template = Map::new();
         template.insert("AWSTemplateFormatVersion".into(), json!("2010-09-09"));
         template.insert("Description".into(), Value::String(description));
-        template.insert(
-            "Metadata".into(),
-            json!({"AWS::CloudFormation::Interface": {"ParameterGroups": groups}}),
+        let mut metadata = self.metadata;
+        metadata.insert(
+            "AWS::CloudFormation::Interface".into(),
+            json!({"ParameterGroups": groups}),
         );
+        template.insert("Metadata".into(), Value::Object(metadata));
         template.insert("Parameters".into(), Value::Object(self.parameters));
         template.insert("Rules".into(), rules);
         for (section, map) in [

@@ -1004,3 +1004,76 @@ fn the_customer_chooses_the_terraform_providers_the_runner_allows() {
         "{script}"
     );
 }
+
+#[test]
+fn the_customer_sets_customer_inputs_as_stack_parameters() {
+    let template = example_stack();
+    let parameters = section(&template, "Parameters");
+    // Exactly the example's `source: customer` inputs, none of the vendor's.
+    let inputs: BTreeSet<&str> = parameters
+        .keys()
+        .filter(|k| k.starts_with("Input"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        inputs,
+        BTreeSet::from([
+            "InputAllowedCidrs",
+            "InputDbBackupRetentionDays",
+            "InputImageRegistry",
+            "InputNodeCount",
+        ])
+    );
+    let registry = &parameters["InputImageRegistry"];
+    assert_eq!(registry["Type"], "String");
+    assert!(registry.get("Default").is_none(), "required: {registry}");
+    assert_eq!(registry["MinLength"], 1);
+    assert!(
+        registry["Description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Image registry: The registry in the customer's account"),
+        "{registry}"
+    );
+    // A pattern is matched anywhere in the value, as the App declares it.
+    let mut app = example_app();
+    let domain = app
+        .spec
+        .inputs
+        .iter_mut()
+        .find(|i| i.name == "domain")
+        .unwrap();
+    domain.source = Some(outpost_api::Party::Customer);
+    let with_domain = render(&app).unwrap().template;
+    let domain = &with_domain["Parameters"]["InputDomain"];
+    assert_eq!(
+        domain["AllowedPattern"],
+        ".*(?:^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$).*"
+    );
+    assert_eq!(
+        domain["Description"],
+        "Domain: Public host name of the shop, which the vendor assigns."
+    );
+    assert_eq!(
+        parameters["InputAllowedCidrs"]["Type"],
+        "CommaDelimitedList"
+    );
+    assert_eq!(parameters["InputAllowedCidrs"]["Default"], "0.0.0.0/0");
+    assert_eq!(parameters["InputNodeCount"]["Type"], "Number");
+    assert_eq!(parameters["InputNodeCount"]["Default"], "3");
+    assert!(parameters.get("InputLicenseKey").is_none());
+    assert!(parameters.get("InputDbInstanceClass").is_none());
+    assert!(parameters.get("InputDomain").is_none());
+    let groups = &template["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"];
+    let group = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["Label"]["default"] == "Inputs")
+        .expect("an Inputs group");
+    assert_eq!(group["Parameters"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        template["Metadata"]["Outpost::CustomerInputs"]["image_registry"],
+        json!({"Ref": "InputImageRegistry"})
+    );
+}

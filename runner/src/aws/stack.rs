@@ -17,6 +17,8 @@ pub struct StackInfo {
     pub roles: BTreeMap<String, StackRole>,
     /// Every output of the stack.
     pub outputs: BTreeMap<String, String>,
+    /// Every parameter of the stack (a NoEcho one reads `****`).
+    pub parameters: BTreeMap<String, String>,
 }
 
 /// One declared role of the stack.
@@ -78,6 +80,10 @@ pub async fn describe(config: &SdkConfig, name: &str) -> anyhow::Result<StackInf
             .cloned()
             .with_context(|| format!("stack {name} has no output RoleExternalId"))?,
         roles: roles(&outputs, &parameters),
+        parameters: parameters
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
         outputs,
     })
 }
