@@ -28,6 +28,13 @@ mod token;
 mod up;
 mod wait;
 
+/// mimalloc instead of glibc's allocator: the API server builds and drops many small JSON
+/// values per request and event, and with glibc `free` and its chunk merging took a third
+/// of the server's CPU in `outpost bench fleet` (1000 installs, etcd; see
+/// docs/ARCHITECTURE.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Subcommand};
