@@ -86,10 +86,12 @@ fn example_app_renders_and_resolves_roles() {
     let rendered_image = context
         .render_value(&serde_json::to_value(&web_image.spec).unwrap())
         .unwrap();
+    // The install's registry is a customer input (`source: customer`): the control plane
+    // renders its placeholder, and the runner fills it in from its own install stack.
     assert_eq!(
         rendered_image["image"],
         json!({"repository": "ghcr.io/acme/shopfront", "tag": "1.8.2",
-               "destination": "111122223333.dkr.ecr.eu-west-1.amazonaws.com/shopfront"}),
+               "destination": "${outpost-input:image_registry}/shopfront"}),
         "copied from the vendor's registry into the install's"
     );
     assert!(content.contains(r#"value: "shop.acme.example""#));

@@ -152,7 +152,20 @@ fn journal(state: &Path) -> BTreeMap<String, BTreeMap<&'static str, usize>> {
 /// runner (its journal) and has one successful `apply` in the shipped audit log, and
 /// that the shipped log holds every local event and verifies.
 async fn applied_once_and_audited(cp: &ControlPlane, state: &Path, plans: &[Plan]) {
-    let journal = journal(state);
+    // The server commits a Plan's result before it answers the runner, which journals
+    // `reported` once the answer is in: a Plan seen finished may not be journaled yet.
+    let journal = eventually(30, "every Plan's report to be journaled", async || {
+        let journal = journal(state);
+        plans
+            .iter()
+            .all(|p| {
+                journal
+                    .get(&p.uid().unwrap())
+                    .is_some_and(|stages| stages.contains_key("reported"))
+            })
+            .then_some(journal)
+    })
+    .await;
     for plan in plans {
         let stages = &journal[&plan.uid().unwrap()];
         for stage in ["claimed", "applied", "reported"] {
