@@ -11,6 +11,8 @@ use kube::CustomResourceExt;
 pub const GROUP: &str = "outpost.dev";
 /// API version of every Outpost kind.
 pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of every Outpost object: [`GROUP`]`/`[`VERSION`].
+pub const API_VERSION: &str = "outpost.dev/v1alpha1";
 
 /// The definitions of every Outpost kind, vendor-declared kinds first.
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -28,4 +30,14 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AuditEvent::crd(),
         Rollout::crd(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_version_is_group_and_version() {
+        assert_eq!(API_VERSION, format!("{GROUP}/{VERSION}"));
+    }
 }

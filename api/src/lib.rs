@@ -12,6 +12,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod action;
+pub mod annotations;
 pub mod app;
 pub mod audit_anchor;
 pub mod audit_chain;
@@ -24,11 +25,13 @@ pub mod customer_input;
 pub mod drift;
 pub mod drift_report;
 pub mod fence;
+pub mod finalizers;
 pub mod hash;
 pub mod input;
 pub mod input_value;
 pub mod install;
 pub mod install_stack;
+pub mod labels;
 pub mod operation;
 pub mod operation_role;
 pub mod party;
@@ -51,7 +54,7 @@ pub use component::{
     CloudFormationSource, ClusterAccess, Component, ComponentSpec, ComponentStatus, ComponentType,
     HelmSource, ImageSource, JobSource, ManifestSource, TerraformSource,
 };
-pub use crd::{GROUP, VERSION, crds};
+pub use crd::{API_VERSION, GROUP, VERSION, crds};
 pub use drift::{DriftRemediation, DriftSettings, DriftState};
 pub use drift_report::{DiffEntry, DiffOp, DriftReport, DriftReportSpec};
 pub use hash::{content_hash, is_content_hash};

@@ -432,7 +432,7 @@ async fn create_plan(plans: &Api<Plan>, name: &str) -> anyhow::Result<()> {
     let hash = outpost_api::content_hash(&desired);
     let plan = json!({
         "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
+        "metadata": {"name": name, "labels": {outpost_api::labels::INSTALL: INSTALL}},
         "spec": {"install": INSTALL, "operation": "deploy",
                  "entity": {"kind": "component", "name": "job"},
                  "desiredState": desired, "contentHash": hash},

@@ -1,31 +1,33 @@
 //! Outpost's controllers: independent reconcilers, one concern each, built on
 //! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
-//! share (templates, the role precedence chain, app validation, install stacks).
+//! use. The crate is laid out so the two read apart
+//! (design: [`docs/ARCHITECTURE.md`](../../docs/ARCHITECTURE.md#controllers)):
+//!
+//! * [`reconcilers`]: the `*_controller` modules (each a `run` loop and its
+//!   `reconcile`), the gate, the run loop starting them all and leader election. These
+//!   talk to the API server. No reconciler uses another.
+//! * [`caches`]: the in-memory views the reconcilers read (App releases, Plans and
+//!   DriftReports by install), each kept by a watch.
+//! * [`logic`]: pure functions and types: templates, the role precedence chain, App
+//!   checks, the component graph, rollout waves, plan policies, drift, maintenance
+//!   windows, cron, install stack rendering. No API calls; unit tested on values.
+//!
+//! Dependencies point one way: `reconcilers` → `caches` → `logic`, and `logic` never
+//! names `reconcilers` or `caches` (`controllers/tests/module_cycles.rs` checks it).
+//! Shared names (labels, finalizers, condition types) come from `outpost_api`.
 
-pub mod app_cache;
-pub mod app_check;
-pub mod app_controller;
-pub mod app_objects;
-pub mod cron;
-pub mod drift_controller;
-pub mod graph;
-pub mod install_controller;
-pub mod install_stack;
-pub mod install_stack_controller;
-pub mod kubernetes_secrets;
-pub mod leader;
-pub mod maintenance;
-pub mod plan_gate;
-pub mod plan_index;
-pub mod plan_policies;
-pub mod reference;
-pub mod role_chain;
-pub mod rollout_controller;
-pub mod rollout_waves;
-pub mod run;
-pub mod template;
+pub mod caches;
+pub mod logic;
+pub mod reconcilers;
 
-pub use app_check::{Problem, check_app, release_hash};
+pub use logic::app_check::{Problem, check_app, release_hash};
+pub use logic::app_objects::AppObjects;
+pub use logic::graph::{ComponentGraph, Cycle};
+pub use logic::role_chain::{RoleError, resolve_role};
+pub use logic::template::{InstallOutputs, Reference, TemplateContext, TemplateError, references};
+// The paths other crates use.
+pub use logic::{install_stack, template};
+pub use reconcilers::{leader, run};
 
 /// Reconciles one controller runs at once. Unbounded, a release rolled out to
 /// thousands of installs opens thousands of requests to the API server at once, which
@@ -43,7 +45,3 @@ pub fn watch_config() -> kube_client::runtime::watcher::Config {
 pub fn controller_config() -> kube_client::runtime::controller::Config {
     kube_client::runtime::controller::Config::default().concurrency(CONCURRENCY)
 }
-pub use app_objects::AppObjects;
-pub use graph::{ComponentGraph, Cycle};
-pub use role_chain::{RoleError, resolve_role};
-pub use template::{InstallOutputs, Reference, TemplateContext, TemplateError, references};

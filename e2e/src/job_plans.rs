@@ -157,7 +157,7 @@ async fn approved_plan(
 ) {
     let hash = outpost_api::content_hash(&desired);
     let plan = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": INSTALL}},
+        "metadata": {"name": name, "labels": {outpost_api::labels::INSTALL: INSTALL}},
         "spec": {"install": INSTALL, "operation": operation,
                  "entity": {"kind": kind, "name": entity},
                  "desiredState": desired, "contentHash": hash}});
@@ -258,7 +258,7 @@ pub fn deploy_plan(
     json!({
         "apiVersion": "outpost.dev/v1alpha1",
         "kind": "Plan",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "metadata": {"name": name, "labels": {outpost_api::labels::INSTALL: install}},
         "spec": {
             "install": install,
             "operation": "deploy",
@@ -298,7 +298,7 @@ pub fn audit_event_body(
     serde_json::json!({
         "apiVersion": "outpost.dev/v1alpha1",
         "kind": "AuditEvent",
-        "metadata": {"name": name, "labels": {"outpost.dev/install": install}},
+        "metadata": {"name": name, "labels": {outpost_api::labels::INSTALL: install}},
         "spec": spec,
     })
     .to_string()

@@ -17,12 +17,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
+use outpost_api::labels::INSTALL as INSTALL_LABEL;
 use outpost_api::{App, Install, Plan, PlanPhase, Rollout, RolloutPhase, RolloutStatus};
 use outpost_e2e::shop::{create_app, create_install, deployed_release, release_after, set_version};
 use outpost_e2e::{ControlPlane, EtcdCluster, eventually};
 use outpost_runner::claim::{Claim, claim, refusal, refuse};
 use outpost_runner::journal::{JOURNAL_FILE, Record};
-use outpost_runner::session::INSTALL_LABEL;
 use outpost_runner::{Journal, Stage};
 use serde_json::json;
 

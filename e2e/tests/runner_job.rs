@@ -154,7 +154,7 @@ async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_onc
     assert!(succeeded > 0, "no plan succeeded");
     let unexpected: Vec<&String> = reasons
         .keys()
-        .filter(|m| m.as_str() != outpost_runner::execute::INTERRUPTED)
+        .filter(|m| m.as_str() != outpost_runner::worker::execute::INTERRUPTED)
         .collect();
     assert!(
         unexpected.is_empty(),

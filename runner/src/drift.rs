@@ -329,7 +329,7 @@ async fn gate(
         role: baseline.role.clone(),
     };
     let drift = serde_json::json!({"drift": true});
-    crate::execute::local_verdicts(session, &config, &subject, drift, false).map(drop)
+    crate::worker::policies::local_verdicts(session, &config, &subject, drift, false).map(drop)
 }
 
 /// One check under the component's role: observe, compare, report (buffered), audit a

@@ -1,7 +1,7 @@
 //! Outpost's runner: one process per install, on the customer's VM, outside any cluster.
 //!
 //! It listens on no port. It dials the control plane, watches its install's Plans,
-//! claims each approved Plan exactly once, computes the real diff with an
+//! claims each approved Plan exactly once ([`worker`]), computes the real diff with an
 //! [`executor::Executor`], evaluates the customer's local policies on it, applies,
 //! reports outputs, watches for drift and signs an audit log of every step.
 //!
@@ -16,9 +16,7 @@ pub mod customer_inputs;
 pub mod drift;
 pub mod eks;
 pub mod example_image;
-pub mod execute;
 pub mod executor;
-pub mod executors;
 pub mod failover;
 pub mod identity;
 pub mod journal;
@@ -37,7 +35,7 @@ pub mod work_dirs;
 pub mod worker;
 
 pub use audit::{AuditLog, Failure, Source, verify};
-pub use executors::Executors;
+pub use executor::Executors;
 pub use identity::Identity;
 pub use journal::{Journal, Stage};
 pub use secrets::{DirectorySecrets, SecretSource};

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 
 use crate::audit::{AuditLog, Subject};
 use crate::aws::anchor_parameters::AnchorParameters;
-use crate::executors::Executors;
+use crate::executor::Executors;
 use crate::failover::{Failover, Servers};
 use crate::identity::Identity;
 use crate::journal::Journal;
@@ -28,7 +28,7 @@ use crate::settings::RunnerArgs;
 use crate::token::{RunnerToken, TokenSource};
 
 /// The label naming a Plan's install.
-pub const INSTALL_LABEL: &str = "outpost.dev/install";
+pub use outpost_api::labels::INSTALL as INSTALL_LABEL;
 
 /// What every task of a running runner shares.
 pub struct Session {

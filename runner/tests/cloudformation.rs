@@ -5,7 +5,7 @@ use aws_sdk_cloudformation::Client;
 use outpost_api::{ChangeAction, Operation, PolicyInput};
 use outpost_e2e::Moto;
 use outpost_runner::executor::cloudformation::CloudFormationExecutor;
-use outpost_runner::executor::{Diff, Executor, Moved, StepContext};
+use outpost_runner::executor::{Diff, Executor, ExecutorError, StepContext};
 use outpost_runner::plan_diff::plan_diff;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -216,7 +216,7 @@ async fn a_stack_is_created_updated_and_deleted_through_change_sets() {
         "the approved change set's stack moved"
     );
     let error = executor.apply(&v2, &updated).await.unwrap_err();
-    assert!(error.downcast_ref::<Moved>().is_some(), "{error:#}");
+    assert!(matches!(error, ExecutorError::Moved(_)), "{error:#}");
     assert_ne!(
         executor.observe(&v1, &applied.last_applied).await.unwrap(),
         applied.last_applied,

@@ -3,7 +3,7 @@
 use outpost_api::{Operation, PolicyInput};
 use outpost_runner::executor::job::sandbox::{Bind, NetworkSettings, Sandbox};
 use outpost_runner::executor::job::{JobExecutor, job_dir};
-use outpost_runner::executor::{Applied, Diff, Executor, StepContext};
+use outpost_runner::executor::{Applied, Diff, Executor, ExecutorError, StepContext};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,7 +30,7 @@ fn context(work_dir: &Path, desired: Value) -> StepContext {
     }
 }
 
-async fn run(ctx: &StepContext) -> (Diff, anyhow::Result<Applied>) {
+async fn run(ctx: &StepContext) -> (Diff, Result<Applied, ExecutorError>) {
     let job = executor();
     let diff = job.plan(ctx).await.expect("plan");
     let applied = job.apply(ctx, &diff).await;
@@ -142,7 +142,9 @@ async fn root_is_read_only_and_a_failing_step_stops_the_run() {
             false,
         ),
     );
-    let err = format!("{:#}", run(&ctx).await.1.unwrap_err());
+    let err = run(&ctx).await.1.unwrap_err();
+    assert!(matches!(err, ExecutorError::Tool(_)), "{err:#}");
+    let err = format!("{err:#}");
     assert!(
         err.starts_with("step install failed with exit code 1"),
         "{err}"
@@ -299,7 +301,9 @@ async fn timeout_kills_the_sandbox_and_everything_in_it() {
     );
     ctx.timeout = Duration::from_secs(2);
     let started = Instant::now();
-    let err = format!("{:#}", run(&ctx).await.1.unwrap_err());
+    let err = run(&ctx).await.1.unwrap_err();
+    assert!(matches!(err, ExecutorError::TimedOut(_)), "{err:#}");
+    let err = format!("{err:#}");
     assert!(
         err.starts_with("step hang was killed: the timeout of 2s passed"),
         "{err}"

@@ -259,8 +259,7 @@ async fn apply_runs_the_saved_plan_never_a_fresh_one() {
     // Refused as moved live state (nothing applied): the runner plans and asks again.
     let err = tf.apply(&first, &first_diff).await.unwrap_err();
     assert!(
-        err.downcast_ref::<outpost_runner::executor::Moved>()
-            .is_some(),
+        matches!(err, outpost_runner::executor::ExecutorError::Moved(_)),
         "{err:#}"
     );
     assert!(
@@ -402,7 +401,12 @@ async fn timeout_kills_terraform_and_what_it_started() {
     let diff = tf.plan(&ctx).await.unwrap();
     ctx.timeout = Duration::from_secs(5);
     let started = Instant::now();
-    let err = format!("{:#}", tf.apply(&ctx, &diff).await.unwrap_err());
+    let err = tf.apply(&ctx, &diff).await.unwrap_err();
+    assert!(
+        matches!(err, outpost_runner::executor::ExecutorError::TimedOut(_)),
+        "{err:#}"
+    );
+    let err = format!("{err:#}");
     assert!(
         err.contains("`terraform apply` was killed: the step's timeout of 5s passed"),
         "{err}"

@@ -23,8 +23,8 @@ use outpost_api::{ApprovalMode, ChangeAction, Install, Plan, PlanDiff, PlanPhase
 use outpost_runner::claim::{Claim, claim, refusal};
 use serde_json::json;
 
-/// The label naming a Plan's install.
-const INSTALL_LABEL: &str = "outpost.dev/install";
+use outpost_api::labels::INSTALL as INSTALL_LABEL;
+
 /// Runners connecting at once.
 const CONNECTING: usize = 64;
 

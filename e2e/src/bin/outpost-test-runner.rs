@@ -14,10 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use outpost_api::PolicyInput;
-use outpost_runner::executor::{Applied, Diff, Executor, StepContext};
+use outpost_runner::executor::{Applied, Diff, Executor, ExecutorError, StepContext, typed};
 use outpost_runner::{Executors, RunnerArgs};
 use serde_json::{Value, json};
 
@@ -41,8 +40,8 @@ impl FileExecutor {
 }
 
 impl Executor for FileExecutor {
-    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
-        async move {
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, Result<Diff, ExecutorError>> {
+        typed(async move {
             let wanted = serde_json::to_string(&ctx.desired)?;
             let live = std::fs::read_to_string(self.target(ctx)).ok();
             let changes = live.as_deref() != Some(wanted.as_str());
@@ -54,16 +53,15 @@ impl Executor for FileExecutor {
                 resources: None,
                 basis: Value::Null,
             })
-        }
-        .boxed()
+        })
     }
 
     fn apply<'a>(
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        async move {
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move {
             let target = self.target(ctx);
             if diff.changes {
                 let mut log = std::fs::OpenOptions::new()
@@ -87,20 +85,18 @@ impl Executor for FileExecutor {
                 last_applied: ctx.desired.clone(),
                 audit: Default::default(),
             })
-        }
-        .boxed()
+        })
     }
 
     fn observe<'a>(
         &'a self,
         ctx: &'a StepContext,
         _last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Value>> {
-        async move {
+    ) -> BoxFuture<'a, Result<Value, ExecutorError>> {
+        typed(async move {
             let text = std::fs::read_to_string(self.target(ctx))?;
             Ok(serde_json::from_str(&text)?)
-        }
-        .boxed()
+        })
     }
 }
 

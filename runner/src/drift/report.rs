@@ -29,7 +29,7 @@ use crate::audit::Subject;
 use crate::session::{INSTALL_LABEL, Session};
 
 /// The label naming a DriftReport's component.
-pub const COMPONENT_LABEL: &str = "outpost.dev/component";
+pub use outpost_api::labels::COMPONENT as COMPONENT_LABEL;
 /// File of the latest reports, under the drift directory.
 const REPORTS_FILE: &str = "reports.json";
 /// How long the reporter waits before trying again after a failure or when idle.

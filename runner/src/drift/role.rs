@@ -88,7 +88,7 @@ pub async fn assume<'a>(
             let lifetime = Duration::from_secs(crate::aws::SESSION_SECONDS.unsigned_abs().into());
             Ok(Some(cached.insert(DriftRole {
                 env: account.environment(&assumed),
-                secrets: crate::execute::role_secrets(session, account, &assumed),
+                secrets: crate::worker::role::role_secrets(session, account, &assumed),
                 renew_at: Instant::now() + lifetime.saturating_sub(RENEW_BEFORE),
             })))
         }

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use super::helm::HelmExecutor;
 use super::helm::render::Renderer;
 use super::kubernetes::KubernetesExecutor;
-use super::{Applied, Diff, Executor, Moved, StepContext};
+use super::{Applied, Diff, Executor, ExecutorError, Moved, StepContext, typed};
 use crate::eks::Cluster;
 
 /// The namespace of objects a manifest does not place, as with a kubeconfig that names
@@ -74,24 +74,24 @@ impl PlanRoleClusterExecutor {
 }
 
 impl Executor for PlanRoleClusterExecutor {
-    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
-        Box::pin(async move { self.executor(ctx).await?.plan(ctx).await })
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, Result<Diff, ExecutorError>> {
+        typed(async move { Ok(self.executor(ctx).await?.plan(ctx).await?) })
     }
 
     fn apply<'a>(
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { self.executor(ctx).await?.apply(ctx, diff).await })
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move { Ok(self.executor(ctx).await?.apply(ctx, diff).await?) })
     }
 
     fn unchanged<'a>(
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { self.executor(ctx).await?.unchanged(ctx, diff).await })
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move { Ok(self.executor(ctx).await?.unchanged(ctx, diff).await?) })
     }
 
     /// As [`KubernetesExecutor`]: a plan against live objects finishes a cut apply.
@@ -103,16 +103,16 @@ impl Executor for PlanRoleClusterExecutor {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
-        Box::pin(async move { self.executor(ctx).await?.moved(ctx, diff).await })
+    ) -> BoxFuture<'a, Result<Option<Moved>, ExecutorError>> {
+        typed(async move { Ok(self.executor(ctx).await?.moved(ctx, diff).await?) })
     }
 
     fn observe<'a>(
         &'a self,
         ctx: &'a StepContext,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Value>> {
-        Box::pin(async move { self.executor(ctx).await?.observe(ctx, last_applied).await })
+    ) -> BoxFuture<'a, Result<Value, ExecutorError>> {
+        typed(async move { Ok(self.executor(ctx).await?.observe(ctx, last_applied).await?) })
     }
 
     /// `None`: a watch would need a token that outlives the Plan's credentials, so drift
@@ -120,7 +120,7 @@ impl Executor for PlanRoleClusterExecutor {
     fn changes<'a>(
         &'a self,
         _last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Option<BoxStream<'static, ()>>>> {
-        Box::pin(async { Ok(None) })
+    ) -> BoxFuture<'a, Result<Option<BoxStream<'static, ()>>, ExecutorError>> {
+        typed(async { Ok(None) })
     }
 }

@@ -41,7 +41,7 @@ use outpost_api::Operation;
 use serde_json::{Value, json};
 
 use super::kubernetes::{KubernetesExecutor, parse_manifest};
-use super::{Applied, BASIS_ARTEFACT, Diff, Executor, Moved, StepContext};
+use super::{Applied, BASIS_ARTEFACT, Diff, Executor, ExecutorError, Moved, StepContext, typed};
 use render::{Chart, Renderer};
 
 /// Where each Plan's rendering is kept, under the entity's work directory.
@@ -240,10 +240,10 @@ impl Executor for HelmExecutor {
         self.objects.resumable()
     }
 
-    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
-        Box::pin(async move {
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, Result<Diff, ExecutorError>> {
+        typed(async move {
             if ctx.operation == Operation::Teardown {
-                return self.objects.plan(&Self::inventory(ctx)).await;
+                return Ok(self.objects.plan(&Self::inventory(ctx)).await?);
             }
             let (rendered, pulled) = self.render(ctx).await?;
             let diff = self.objects.plan(&rendered).await?;
@@ -258,8 +258,8 @@ impl Executor for HelmExecutor {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move {
             let applied = self
                 .objects
                 .apply(&self.planned(ctx)?, &objects_diff(diff))
@@ -273,8 +273,8 @@ impl Executor for HelmExecutor {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move {
             let applied = self
                 .objects
                 .unchanged(&self.planned(ctx)?, &objects_diff(diff))
@@ -287,11 +287,12 @@ impl Executor for HelmExecutor {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
-        Box::pin(async move {
-            self.objects
+    ) -> BoxFuture<'a, Result<Option<Moved>, ExecutorError>> {
+        typed(async move {
+            Ok(self
+                .objects
                 .moved(&self.planned(ctx)?, &objects_diff(diff))
-                .await
+                .await?)
         })
     }
 
@@ -299,14 +300,14 @@ impl Executor for HelmExecutor {
         &'a self,
         ctx: &'a StepContext,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Value>> {
+    ) -> BoxFuture<'a, Result<Value, ExecutorError>> {
         self.objects.observe(ctx, last_applied)
     }
 
     fn changes<'a>(
         &'a self,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Option<BoxStream<'static, ()>>>> {
+    ) -> BoxFuture<'a, Result<Option<BoxStream<'static, ()>>, ExecutorError>> {
         self.objects.changes(last_applied)
     }
 }

@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 
 use self::auth::Access;
 use self::registry::{Image, Repository};
-use super::{Applied, Diff, Executor, StepContext};
+use super::{Applied, Diff, Executor, ExecutorError, StepContext, typed};
 
 /// Copies `container_image` components into the install's registry.
 #[derive(Clone, Debug, Default)]
@@ -412,24 +412,24 @@ impl Executor for ImageExecutor {
         true
     }
 
-    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
-        Box::pin(self.plan_sync(ctx))
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, Result<Diff, ExecutorError>> {
+        typed(self.plan_sync(ctx))
     }
 
     fn apply<'a>(
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(self.apply_sync(ctx, diff))
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(self.apply_sync(ctx, diff))
     }
 
     fn observe<'a>(
         &'a self,
         ctx: &'a StepContext,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Value>> {
-        Box::pin(self.observe_sync(ctx, last_applied))
+    ) -> BoxFuture<'a, Result<Value, ExecutorError>> {
+        typed(self.observe_sync(ctx, last_applied))
     }
 }
 

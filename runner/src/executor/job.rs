@@ -40,7 +40,7 @@ mod steps;
 
 use super::child::{ChildError, OUTPUT_LIMIT};
 use super::secret_ref::{self, UnresolvedSecret};
-use super::{Applied, Diff, Executor, StepContext};
+use super::{Applied, Diff, Executor, ExecutorError, StepContext, typed};
 use crate::mask::Masker;
 use futures::future::BoxFuture;
 use outpost_api::PolicyInput;
@@ -283,8 +283,8 @@ fn tail(text: &str, limit: usize) -> String {
 impl Executor for JobExecutor {
     /// The steps that would run; always a change (a job runs each time it is applied),
     /// except a teardown, which runs nothing.
-    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
-        Box::pin(async move {
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, Result<Diff, ExecutorError>> {
+        typed(async move {
             let run = JobRun::of(ctx)?;
             let n = run.steps.len();
             Ok(Diff {
@@ -302,8 +302,8 @@ impl Executor for JobExecutor {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move { Ok(self.apply_run(ctx, diff).await?) })
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move { Ok(self.apply_run(ctx, diff).await?) })
     }
 
     /// Jobs leave no live state to read back: what was applied is what is observed, so
@@ -312,8 +312,8 @@ impl Executor for JobExecutor {
         &'a self,
         _ctx: &'a StepContext,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Value>> {
-        Box::pin(async move { Ok(last_applied.clone()) })
+    ) -> BoxFuture<'a, Result<Value, ExecutorError>> {
+        typed(async move { Ok(last_applied.clone()) })
     }
 }
 

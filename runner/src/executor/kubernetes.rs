@@ -34,7 +34,7 @@ use outpost_api::{
 };
 use serde_json::{Value, json};
 
-use super::{Applied, Diff, Executor, Moved, StepContext};
+use super::{Applied, Diff, Executor, ExecutorError, Moved, StepContext, typed};
 
 pub mod secret_objects;
 
@@ -421,8 +421,8 @@ impl Executor for KubernetesExecutor {
         true
     }
 
-    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>> {
-        Box::pin(async move {
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, Result<Diff, ExecutorError>> {
+        typed(async move {
             if ctx.operation == Operation::Teardown {
                 return self.plan_teardown(ctx).await;
             }
@@ -538,8 +538,8 @@ impl Executor for KubernetesExecutor {
         &'a self,
         ctx: &'a StepContext,
         _diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move {
             if ctx.operation == Operation::Teardown {
                 return self.apply_teardown(ctx).await;
             }
@@ -603,8 +603,8 @@ impl Executor for KubernetesExecutor {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
-        Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
+        typed(async move {
             // Nothing is applied: the references are the live objects' (their uids are in
             // the dry-run results), the baseline those results normalised.
             if ctx.operation == Operation::Teardown {
@@ -646,8 +646,8 @@ impl Executor for KubernetesExecutor {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
-        Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Option<Moved>, ExecutorError>> {
+        typed(async move {
             let Some(planned) = diff.basis.as_array() else {
                 return Ok(None);
             };
@@ -681,8 +681,8 @@ impl Executor for KubernetesExecutor {
         &'a self,
         _ctx: &'a StepContext,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Value>> {
-        Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Value, ExecutorError>> {
+        typed(async move {
             let objects = last_applied
                 .as_array()
                 .map(Vec::as_slice)
@@ -701,8 +701,8 @@ impl Executor for KubernetesExecutor {
     fn changes<'a>(
         &'a self,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Option<BoxStream<'static, ()>>>> {
-        Box::pin(async move {
+    ) -> BoxFuture<'a, Result<Option<BoxStream<'static, ()>>, ExecutorError>> {
+        typed(async move {
             let stream = watch_objects(self.client.clone(), last_applied).await?;
             Ok(Some(stream.boxed()))
         })

@@ -1,4 +1,9 @@
-//! Executors: one module per component type, one trait.
+//! Executors: one module per component type, one trait, and the registry of those a
+//! runner has ([`Executors`]). The Plan run loop that calls them is [`crate::worker`].
+//!
+//! Errors are typed at the trait ([`ExecutorError`]: moved, refused, timed out, a tool's
+//! or a cluster call's failure); inside, each executor keeps its own error types and
+//! `anyhow` context, and [`typed`] sorts them at the boundary.
 //!
 //! An executor turns a Plan's rendered desired state into a [`Diff`] against live
 //! state (plan), applies exactly that diff (apply) and reads live state back for
@@ -8,12 +13,18 @@
 pub mod child;
 pub mod cloudformation;
 pub mod eks_cluster;
+mod error;
 pub mod helm;
 pub mod image;
 pub mod job;
 pub mod kubernetes;
 pub mod secret_ref;
 pub mod terraform;
+
+mod registry;
+
+pub use error::{ExecutorError, typed};
+pub use registry::{Executors, executor_type};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -112,7 +123,7 @@ pub struct Applied {
 pub trait Executor: Send + Sync {
     /// Computes the diff of the Plan's desired state against live state. Must not change
     /// live state.
-    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, anyhow::Result<Diff>>;
+    fn plan<'a>(&'a self, ctx: &'a StepContext) -> BoxFuture<'a, Result<Diff, ExecutorError>>;
 
     /// The static configuration the executor is about to run for `ctx` and `purpose`,
     /// before any vendor code runs: what policies taking the `static` input see. A
@@ -124,7 +135,7 @@ pub trait Executor: Send + Sync {
         &'a self,
         _ctx: &'a StepContext,
         _purpose: Purpose,
-    ) -> BoxFuture<'a, anyhow::Result<Option<Diff>>> {
+    ) -> BoxFuture<'a, Result<Option<Diff>, ExecutorError>> {
         Box::pin(async { Ok(None) })
     }
 
@@ -133,7 +144,7 @@ pub trait Executor: Send + Sync {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>>;
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>>;
 
     /// What is live when the diff has no changes, without changing anything: the outputs
     /// and drift baseline an apply would have produced. The default applies the empty
@@ -142,7 +153,7 @@ pub trait Executor: Send + Sync {
         &'a self,
         ctx: &'a StepContext,
         diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Applied>> {
+    ) -> BoxFuture<'a, Result<Applied, ExecutorError>> {
         self.apply(ctx, diff)
     }
 
@@ -162,7 +173,7 @@ pub trait Executor: Send + Sync {
         &'a self,
         _ctx: &'a StepContext,
         _diff: &'a Diff,
-    ) -> BoxFuture<'a, anyhow::Result<Option<Moved>>> {
+    ) -> BoxFuture<'a, Result<Option<Moved>, ExecutorError>> {
         Box::pin(async { Ok(None) })
     }
 
@@ -172,7 +183,7 @@ pub trait Executor: Send + Sync {
         &'a self,
         ctx: &'a StepContext,
         last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Value>>;
+    ) -> BoxFuture<'a, Result<Value, ExecutorError>>;
 
     /// A stream that yields whenever the live state `last_applied` describes may have
     /// changed, for executors that can watch it (Kubernetes objects), so drift is seen
@@ -180,7 +191,7 @@ pub trait Executor: Send + Sync {
     fn changes<'a>(
         &'a self,
         _last_applied: &'a Value,
-    ) -> BoxFuture<'a, anyhow::Result<Option<BoxStream<'static, ()>>>> {
+    ) -> BoxFuture<'a, Result<Option<BoxStream<'static, ()>>, ExecutorError>> {
         Box::pin(async { Ok(None) })
     }
 }

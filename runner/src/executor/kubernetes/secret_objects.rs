@@ -24,7 +24,7 @@ pub const DESIRED_KEY: &str = "kubernetesSecrets";
 /// The label on every Secret the runner writes, with value `outpost`.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The annotation naming the App secrets a Secret holds (comma-separated).
-pub const SECRETS_ANNOTATION: &str = "outpost.dev/secrets";
+pub use outpost_api::annotations::SECRETS as SECRETS_ANNOTATION;
 
 /// One Secret to write, with its values resolved.
 pub struct SecretObject {

@@ -1,0 +1,151 @@
+//! The InstallStack controller: renders, per Install, the CloudFormation install stack
+//! the customer runs (roles, runner, secrets) into an `InstallStack` object of the same
+//! name, owned by the Install, and re-renders it when the Install or its App changes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube_client::api::{Api, Patch, PatchParams};
+use kube_client::runtime::controller::{Action, Controller};
+use kube_client::runtime::reflector::ObjectRef;
+use kube_client::runtime::{Predicate as _, WatchStreamExt as _, predicates, reflector, watcher};
+use kube_client::{Client, Resource as _, ResourceExt as _};
+use outpost_api::{App, Install, InstallStack};
+use serde_json::json;
+
+use crate::logic::install_stack::{StackOptions, render_install_stack};
+use crate::logic::template::{InstallOutputs, TemplateContext};
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum StackControllerError {
+    /// The API server refused or failed a call.
+    #[error("api call failed")]
+    Api(#[from] kube_client::Error),
+}
+
+struct Context {
+    client: Client,
+    options: StackOptions,
+    apps: reflector::Store<App>,
+    stacks: reflector::Store<InstallStack>,
+}
+
+/// The field manager of rendered stacks.
+pub const MANAGER: &str = "outpost-install-stack";
+
+/// Runs the InstallStack controller until the stream ends.
+pub async fn run(client: Client, options: StackOptions) {
+    // A change to an App's spec re-renders every install's stack; its status (the
+    // release the App controller records) does not enter the stack.
+    let (apps, apps_writer) = reflector::store();
+    let app_changes = watcher::watcher(Api::<App>::all(client.clone()), crate::watch_config())
+        .default_backoff()
+        .reflect(apps_writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default())
+        .filter_map(|app| async move { app.is_ok().then_some(()) });
+    // Only spec and label changes of an Install change its stack: the install
+    // controller's many status updates must not re-render it each time.
+    let (reader, writer) = reflector::store();
+    let installs = watcher::watcher(Api::<Install>::all(client.clone()), crate::watch_config())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation.combine(predicates::labels),
+            Default::default(),
+        );
+    // The stacks as stored: one that is already what would be applied is not applied
+    // again (a server-side apply of an unchanged stack costs the server a full merge).
+    let (stacks, stacks_writer) = reflector::store();
+    let stack_events = watcher::watcher(
+        Api::<InstallStack>::all(client.clone()),
+        crate::watch_config(),
+    )
+    .default_backoff()
+    .reflect(stacks_writer)
+    .applied_objects();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        options,
+        apps,
+        stacks,
+    });
+    Controller::for_stream(installs, reader)
+        .owns_stream(stack_events)
+        .reconcile_all_on(app_changes)
+        .with_config(crate::controller_config())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "install stack reconcile");
+            }
+        })
+        .await;
+}
+
+async fn reconcile(
+    install: Arc<Install>,
+    ctx: Arc<Context>,
+) -> Result<Action, StackControllerError> {
+    let namespace = install.namespace().unwrap_or_default();
+    let name = install.name_any();
+    if install.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), ctx.apps.wait_until_ready()).await;
+    let Some(app) = ctx
+        .apps
+        .get(&ObjectRef::new(&install.spec.app).within(&namespace))
+    else {
+        tracing::info!(install = %name, app = %install.spec.app, "no such app yet; no stack");
+        return Ok(Action::requeue(Duration::from_secs(30)));
+    };
+    let context = match TemplateContext::new(&app, &install, &InstallOutputs::default()) {
+        Ok(context) => context,
+        Err(err) => {
+            tracing::warn!(install = %name, error = %err, "cannot render the install's templates");
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    let render = |template: &str| context.render_str(template).map_err(|e| e.to_string());
+    let spec = match render_install_stack(&app, &install, &ctx.options, &render) {
+        Ok(spec) => spec,
+        Err(err) => {
+            tracing::warn!(install = %name, error = %err, "cannot render the install stack");
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    let owner = install
+        .controller_owner_ref(&())
+        .expect("a stored Install has a name and uid");
+    let stored = ctx.stacks.get(&ObjectRef::new(&name).within(&namespace));
+    if stored.is_some_and(|stored| {
+        serde_json::to_value(&stored.spec).ok() == serde_json::to_value(&spec).ok()
+            && stored.owner_references().contains(&owner)
+            && stored.labels().get(outpost_api::labels::INSTALL) == Some(&name)
+    }) {
+        return Ok(Action::requeue(Duration::from_secs(300)));
+    }
+    let stack = json!({
+        "apiVersion": "outpost.dev/v1alpha1",
+        "kind": "InstallStack",
+        "metadata": {"name": name, "ownerReferences": [owner], "labels": {outpost_api::labels::INSTALL: name}},
+        "spec": spec,
+    });
+    Api::<InstallStack>::namespaced(ctx.client.clone(), &namespace)
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&stack),
+        )
+        .await?;
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+fn error_policy(_: Arc<Install>, err: &StackControllerError, _: Arc<Context>) -> Action {
+    tracing::warn!(error = %err, "install stack reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
