@@ -1,6 +1,6 @@
-//! What code served beside the API by the same process (the dashboard,
-//! `outpost-dashboard`) may use of the server: a small public interface, so that such
-//! code never reaches into the server's private state.
+//! What code served beside the API by the same process (the dashboard, a crate of its
+//! own) may use of the server: a small public interface, so that such code never
+//! reaches into the server's private state.
 //!
 //! * **read** ([`ApiHandle::resource_type`], [`ApiHandle::cache`]): the served types
 //!   and a read-only view of their watch caches ([`CacheReader`]: one object, a list,
