@@ -1,7 +1,7 @@
 //! Outpost's controllers: independent reconcilers, one concern each, built on
 //! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
-//! use. The crate is laid out so the two read apart
-//! (design: [`docs/ARCHITECTURE.md`](../../docs/ARCHITECTURE.md#controllers)):
+//! use. The crate is laid out so the two read apart (the design of each controller,
+//! the Plan lifecycle and rollouts: `docs/ARCHITECTURE.md`, section Controllers):
 //!
 //! * [`reconcilers`]: the `*_controller` modules (each a `run` loop and its
 //!   `reconcile`), the gate, the run loop starting them all and leader election. These
