@@ -11,6 +11,7 @@
 //! * [`standin_cluster`]: the common Kubernetes kinds, API-only, for `--standin-cluster`.
 
 pub mod admission;
+pub mod apiextensions;
 pub mod auth;
 pub mod limits;
 pub mod object_meta;
