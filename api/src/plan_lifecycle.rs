@@ -103,6 +103,10 @@ pub struct ResourceChange {
     /// [`MAX_DIFF_FIELDS`]; a sensitive or secret value is shown as `(sensitive)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldChange>,
+    /// Why the change is shown as it is, when that is not the usual dry-run
+    /// (Kubernetes: "its CRD widgets.example.com is created by this Plan; not dry-run").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What a diff does to a resource.

@@ -13,6 +13,7 @@
 //! The design (following one request, watch caches, fencing): `docs/ARCHITECTURE.md`.
 
 pub mod admission;
+pub mod apiextensions;
 pub mod auth;
 pub mod limits;
 pub mod object_meta;

@@ -223,11 +223,13 @@ impl Registry {
     }
 
     /// Adds the common Kubernetes kinds the stand-in cluster serves
-    /// ([`crate::standin_cluster`]).
+    /// ([`crate::standin_cluster`]) and CustomResourceDefinitions
+    /// ([`crate::apiextensions`]).
     pub fn with_standin_cluster(mut self) -> Self {
         for rt in crate::standin_cluster::kinds() {
             self.register(rt);
         }
+        self.register(crate::apiextensions::resource_type());
         self
     }
 

@@ -54,8 +54,13 @@ pub fn describe(plan: &Plan) -> String {
 pub fn render(diff: &PlanDiff) -> String {
     let mut out = String::new();
     for resource in &diff.resources {
+        let note = resource
+            .note
+            .as_ref()
+            .map(|note| format!(" ({note})"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "  {} {}\n",
+            "  {} {}{note}\n",
             resource.action.sign(),
             resource.address
         ));
@@ -118,6 +123,7 @@ mod tests {
                 address: "terraform_data.network".into(),
                 action: ChangeAction::Create,
                 fields: vec![],
+                note: None,
             },
             ResourceChange {
                 address: "Deployment/shop/web".into(),
@@ -127,6 +133,7 @@ mod tests {
                     before: Some("2".into()),
                     after: Some("3".into()),
                 }],
+                note: None,
             },
         ];
         diff.verdicts = vec![Verdict {

@@ -146,6 +146,12 @@ impl ControlPlane {
         Self::start_with(Backend::Embedded, true, &[]).await
     }
 
+    /// [`ControlPlane::start_standin_cluster`] on `backend` (a throwaway etcd for
+    /// [`Backend::Etcd`]).
+    pub async fn start_standin_cluster_on(backend: Backend) -> ControlPlane {
+        Self::start_with(backend, true, &[]).await
+    }
+
     /// [`ControlPlane::start_standin_cluster`] with more `flags` (the EKS token
     /// authenticator's).
     pub async fn start_standin_cluster_with(flags: &[&str]) -> ControlPlane {

@@ -109,6 +109,28 @@ pub fn copy_shop_chart(dir: &Path, extra: &[(&str, &str)]) {
     }
 }
 
+/// Copies the chart `e2e/helm/NAME` to `dir`: every file, `crds/` included.
+pub fn copy_test_chart(name: &str, dir: &Path) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("the chart directory is created");
+        for entry in std::fs::read_dir(from).expect("the chart is readable") {
+            let entry = entry.expect("a chart entry");
+            let target = to.join(entry.file_name());
+            if entry.file_type().expect("a file type").is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).expect("the chart is copied");
+            }
+        }
+    }
+    copy(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("helm")
+            .join(name),
+        dir,
+    );
+}
+
 /// The repository's Helm chart, `charts/outpost/`.
 pub fn outpost_chart() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/outpost")

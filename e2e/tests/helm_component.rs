@@ -258,3 +258,137 @@ async fn helm_chart_deploys_reports_drift_prunes_on_upgrade_and_tears_down() {
     assert_eq!(stand.names("configmaps"), Vec::<String>::new());
     assert_eq!(stand.names("deployments"), Vec::<String>::new());
 }
+
+/// The resource of the Plan's diff at `address`.
+fn change<'a>(plan: &'a Plan, address: &str) -> &'a outpost_api::ResourceChange {
+    let diff = plan.status.as_ref().and_then(|s| s.diff.as_ref());
+    diff.expect("a diff")
+        .resources
+        .iter()
+        .find(|r| r.address == address)
+        .unwrap_or_else(|| panic!("{address} in the diff of {:?}", plan.metadata.name))
+}
+
+/// `metadata.resourceVersion` of an object of the stand-in cluster, as a number.
+fn revision(cluster: &ControlPlane, args: &[&str]) -> u64 {
+    let mut args = args.to_vec();
+    args.extend(["-o", "jsonpath={.metadata.resourceVersion}"]);
+    cluster
+        .kubectl()
+        .ok(&args)
+        .parse()
+        .expect("a resourceVersion")
+}
+
+/// CRDs first (issue 19): a chart whose `crds/` defines `Widget` and whose template
+/// renders one. The first Plan cannot dry-run the Widget (its kind is not served yet):
+/// the diff shows it as a create with a note; the apply creates the CRD, waits until it
+/// is Established, then the Widget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chart_with_crds_applies_them_first_and_removes_them_last() {
+    let stand = start().await;
+    let dir = stand.charts.path().join("charts").join("widgets");
+    outpost_e2e::helm::copy_test_chart("widgets", &dir);
+    let chart = dir.to_str().unwrap().to_owned();
+    let crd = "CustomResourceDefinition/widgets.example.com";
+    let widget = "Widget/shop/shop-widget";
+    let kubectl = stand.cluster.kubectl();
+
+    let deployed = stand
+        .run("widgets-1", "deploy", component(&chart, json!({})))
+        .await;
+    succeeded(&deployed);
+    assert_eq!(change(&deployed, crd).action, ChangeAction::Create);
+    assert_eq!(
+        change(&deployed, crd).note,
+        None,
+        "the CRD itself is dry-run"
+    );
+    let created = change(&deployed, widget);
+    assert_eq!(created.action, ChangeAction::Create);
+    assert_eq!(
+        created.note.as_deref(),
+        Some("its CRD widgets.example.com is created by this Plan; not dry-run")
+    );
+    // Both exist, the CRD written before the Widget.
+    let names = kubectl.ok(&["get", "widgets", "-n", "shop", "-o", "name"]);
+    assert_eq!(names.trim(), "widget.example.com/shop-widget");
+    assert!(
+        revision(&stand.cluster, &["get", "crd", "widgets.example.com"])
+            < revision(
+                &stand.cluster,
+                &["get", "widget", "shop-widget", "-n", "shop"]
+            )
+    );
+
+    // Nothing changed: the next Plan dry-runs both and reports no change.
+    let again = stand
+        .run("widgets-2", "deploy", component(&chart, json!({})))
+        .await;
+    let diff = succeeded(&again).diff.as_ref().expect("a diff");
+    assert!(!diff.has_changes(), "{:?}", diff.resources);
+
+    // An out-of-band edit of the Widget is drift.
+    kubectl.ok(&[
+        "patch",
+        "widget",
+        "shop-widget",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":9}}"#,
+    ]);
+    let reports: Api<DriftReport> = Api::namespaced(stand.cp.client().await, "default");
+    eventually(60, "a DriftReport naming spec.size", async || {
+        let report = reports.get_opt(&format!("{INSTALL}-shop")).await.ok()??;
+        report
+            .spec
+            .diff
+            .iter()
+            .any(|d| d.path.ends_with("size") && d.live == Some(json!(9)))
+            .then_some(report)
+    })
+    .await;
+
+    // An upgrade that no longer renders the Widget prunes it; the CRD stays.
+    let dropped = stand
+        .run(
+            "widgets-3",
+            "deploy",
+            component(&chart, json!({"widget.enabled": "false"})),
+        )
+        .await;
+    succeeded(&dropped);
+    assert_eq!(change(&dropped, widget).action, ChangeAction::Delete);
+    assert!(
+        kubectl
+            .ok(&["get", "widgets", "-n", "shop", "-o", "name"])
+            .trim()
+            .is_empty()
+    );
+    kubectl.ok(&["get", "crd", "widgets.example.com"]);
+
+    // Back again (its CRD is served now: dry-run, no note), then torn down: the Widget
+    // goes before its CRD.
+    let back = stand
+        .run("widgets-4", "deploy", component(&chart, json!({})))
+        .await;
+    succeeded(&back);
+    assert_eq!(change(&back, widget).note, None);
+    let torn = stand
+        .run("widgets-5", "teardown", component(&chart, json!({})))
+        .await;
+    succeeded(&torn);
+    let deleted = diff_changes(&torn);
+    let position = |address: &str| {
+        deleted
+            .iter()
+            .position(|(a, action)| a == address && *action == ChangeAction::Delete)
+            .unwrap_or_else(|| panic!("{address} deleted in {deleted:?}"))
+    };
+    assert!(position(widget) < position(crd), "{deleted:?}");
+    assert!(!kubectl.run(&["get", "crd", "widgets.example.com"]).ok);
+    assert_eq!(stand.names("configmaps"), Vec::<String>::new());
+}

@@ -39,6 +39,7 @@ mod runner_failover;
 mod runner_job;
 mod runner_sandbox;
 mod standin;
+mod standin_crds;
 mod ui_sessions;
 
 /// A file under `tests/` that is not declared above would be compiled by nothing and its

@@ -238,6 +238,7 @@ fn diff(seed: char, add: u32) -> Value {
             address: "terraform_data.network".into(),
             action: ChangeAction::Create,
             fields: vec![],
+            note: None,
         },
         ResourceChange {
             address: "Deployment/shop/web".into(),
@@ -247,6 +248,7 @@ fn diff(seed: char, add: u32) -> Value {
                 before: Some("2".into()),
                 after: Some("3".into()),
             }],
+            note: None,
         },
     ];
     serde_json::to_value(diff).unwrap()

@@ -128,6 +128,7 @@ fn journaled_results_are_masked_before_they_are_reported() {
                 before: None,
                 after: Some(after.to_owned()),
             }],
+            note: None,
         });
         Box::new(diff)
     };

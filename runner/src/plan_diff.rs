@@ -299,6 +299,7 @@ fn terraform_resources(plan: &Value) -> Vec<ResourceChange> {
                 address: rc["address"].as_str()?.to_owned(),
                 action,
                 fields,
+                note: None,
             })
         })
         .collect()
@@ -320,6 +321,7 @@ fn step_resources(document: &Value) -> Vec<ResourceChange> {
             ),
             action: ChangeAction::Create,
             fields: Vec::new(),
+            note: None,
         })
         .collect()
 }
@@ -341,6 +343,7 @@ fn image_resources(diff: &Diff) -> Vec<ResourceChange> {
                 before: None,
                 after: image.get("digest").map(Value::to_string),
             }],
+            note: None,
         })
         .collect()
 }
@@ -423,6 +426,7 @@ mod tests {
                     after: after.map(str::to_owned),
                 })
                 .collect(),
+            note: None,
         }
     }
 
@@ -521,6 +525,7 @@ mod tests {
                 address: format!("ConfigMap/shop/c{i}"),
                 action: ChangeAction::Create,
                 fields: Vec::new(),
+                note: None,
             })
             .collect();
         let diff = plan_diff(&kubernetes(many.clone()));

@@ -208,4 +208,28 @@ mod tests {
         assert!(authorize(&o, &maintenance, &request(Method::GET, "/apis")).is_ok());
         assert!(authorize(&RbacObjects::default(), &provision, &create).is_err());
     }
+
+    /// CustomResourceDefinitions are a resource like any other: a role gets to write
+    /// them only by a rule that names them (what the stand-in's aws-auth mapping gives
+    /// the provision role and not the maintenance role).
+    #[test]
+    fn crds_are_written_only_by_a_role_granted_them() {
+        let mut o = objects();
+        o.cluster_roles[0].rules.as_mut().unwrap().push(
+            serde_json::from_value(json!({"apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"], "verbs": ["create", "patch"]}))
+            .unwrap(),
+        );
+        let provision = user("provision:p", &["outpost:provision"]);
+        let maintenance = user("maintenance:p", &["outpost:maintenance"]);
+        let create = request(
+            Method::POST,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        );
+        assert!(authorize(&o, &provision, &create).is_ok());
+        assert_eq!(
+            authorize(&o, &maintenance, &create).unwrap_err(),
+            "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"maintenance:p\" cannot create resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"
+        );
+    }
 }

@@ -36,7 +36,8 @@ pub fn version() -> Response {
 }
 
 pub fn answer(state: &ServerState, path: &str, accept: &str) -> Result<Response, ApiError> {
-    let registry = &state.config.registry;
+    let registry = state.registry();
+    let registry = registry.as_ref();
     let aggregated = if accept
         .replace(' ', "")
         .contains("v=v2;as=APIGroupDiscoveryList")

@@ -10,6 +10,7 @@ use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
 use super::{approval, discovery, fence, inflight, list, objects, runner_token, watch, write};
+use crate::apiextensions;
 use crate::auth::eks_token::AWS_AUTH;
 use crate::auth::{Access, RunnerToken, User, eks_token, object_forbidden, rbac};
 use crate::request::{RequestInfo, ResourceRequest, Verb};
@@ -159,8 +160,7 @@ async fn answer_as(
         RequestInfo::Resource(r) => r,
     };
     let rt = state
-        .config
-        .registry
+        .registry()
         .get(&resource.group, &resource.version, &resource.resource)
         .ok_or(ApiError::NoRoute)?;
     if !rt.namespaced && resource.namespace.is_some() {
@@ -193,7 +193,8 @@ async fn answer_as(
     if call.request.subresource.as_deref() == Some(approval::SUBRESOURCE) {
         return approval::answer(&call, body).await;
     }
-    match call.request.verb {
+    let defines_types = apiextensions::defines_types(&call.rt) && !call.request.verb.is_read();
+    let answer = match call.request.verb {
         Verb::Get => objects::get(&call).await,
         Verb::List => list::list(&call).await,
         Verb::Watch => watch::watch(call).await,
@@ -207,6 +208,23 @@ async fn answer_as(
         Verb::Patch => write::patch(&call, body).await,
         Verb::Delete => objects::delete(&call, body).await,
         Verb::DeleteCollection => objects::delete_collection(&call).await,
+    };
+    if answer.is_ok() && defines_types {
+        // A CRD's types are served once the caches have its write: answer after that.
+        await_caches(state).await;
+    }
+    answer
+}
+
+/// Waits (at most 10 s) until the watch caches have every change the store has now.
+async fn await_caches(state: &ServerState) {
+    if let Ok(revision) = state.store.current_revision().await
+        && !state
+            .progress
+            .wait_for(revision, Duration::from_secs(10))
+            .await
+    {
+        tracing::warn!(revision, "the watch caches are behind the store");
     }
 }
 

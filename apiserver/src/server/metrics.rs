@@ -205,6 +205,8 @@ impl Metrics {
         state.store_metrics.render(&mut out);
         out.push_str("# HELP outpost_watch_cache_objects Objects in the watch cache by resource.\n# TYPE outpost_watch_cache_objects gauge\n");
         let mut stats: Vec<_> = state
+            .served
+            .current()
             .caches
             .values()
             .map(|c| (c.resource_type().plural.clone(), c.stats()))

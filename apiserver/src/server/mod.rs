@@ -8,6 +8,7 @@ mod approval;
 mod bench;
 mod body;
 mod connection;
+mod definitions;
 mod discovery;
 mod dispatch;
 mod extension;
@@ -20,7 +21,6 @@ mod runner_token;
 mod watch;
 mod write;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ use crate::auth::{Authorizer, GroupAuthorizer, TokenFile};
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
 use crate::storage::{InstrumentedStore, Store, StoreError};
-use crate::watch_cache::{CacheSet, Progress, WatchCache};
+use crate::watch_cache::{CacheSet, Progress, Served, WatchCache};
 
 pub use bench::{
     ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
@@ -87,7 +87,9 @@ impl ServerConfig {
 pub(crate) struct ServerState {
     pub store: Arc<dyn Store>,
     pub config: ServerConfig,
-    pub caches: HashMap<(String, String, String), Arc<WatchCache>>,
+    /// The served types and their caches: `config.registry` and the types of the
+    /// stored CustomResourceDefinitions.
+    pub served: Arc<Served>,
     /// How far the caches have followed the store.
     pub progress: Arc<Progress>,
     pub metrics: Metrics,
@@ -109,9 +111,14 @@ impl ServerState {
             .get(outpost_api::GROUP, outpost_api::VERSION, plural)
     }
 
-    pub fn cache(&self, rt: &ResourceType) -> Result<&Arc<WatchCache>, ApiError> {
-        self.caches
-            .get(&(rt.group.clone(), rt.version.clone(), rt.plural.clone()))
+    /// Every type served now (`config.registry` and the CRDs' types).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.served.current().registry.clone()
+    }
+
+    pub fn cache(&self, rt: &ResourceType) -> Result<Arc<WatchCache>, ApiError> {
+        self.served
+            .cache(&rt.group, &rt.version, &rt.plural)
             .ok_or_else(|| {
                 ApiError::Internal(format!("no watch cache for {}", rt.qualified_resource()))
             })
@@ -135,7 +142,7 @@ impl ApiServer {
             store,
             Arc::new(move |op| observer.observe(op)),
         ));
-        let CacheSet { caches, progress } =
+        let CacheSet { served, progress } =
             CacheSet::start(store.clone(), &config.registry, config.watch_window).await?;
         Ok(ApiServer {
             state: Arc::new(ServerState {
@@ -144,7 +151,7 @@ impl ApiServer {
                 connection_metrics: Arc::default(),
                 extra_metrics: std::sync::RwLock::default(),
                 config,
-                caches,
+                served,
                 progress,
                 metrics: Metrics::default(),
                 store_metrics,

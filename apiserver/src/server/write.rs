@@ -202,6 +202,7 @@ async fn create_object(
     let name = prepare_create(&call.rt, &mut object, call.namespace())?;
     call.check_access(&object)?;
     admit(call, &object, &name)?;
+    super::definitions::admit(call, &mut object, None, &name)?;
     admit_references(call, &object, None, &name).await?;
     admit_inputs(call, &object, None, &name).await?;
     admission::audit::admit_create(
@@ -317,6 +318,7 @@ async fn commit_update(
         });
     }
     admit(call, &new, call.name())?;
+    super::definitions::admit(call, &mut new, Some(old), call.name())?;
     admit_references(call, &new, Some(old), call.name()).await?;
     admit_inputs(call, &new, Some(old), call.name()).await?;
     if call.scope() == WriteScope::Status {

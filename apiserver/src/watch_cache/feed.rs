@@ -12,6 +12,7 @@ use futures::StreamExt as _;
 use tokio::sync::watch;
 
 use super::WatchCache;
+use super::served::Served;
 use crate::registry::Registry;
 use crate::storage::{Revision, Store, StoreError};
 
@@ -60,8 +61,8 @@ impl Progress {
 
 /// Every type's cache, and the feed's progress.
 pub struct CacheSet {
-    /// By (group, version, plural).
-    pub caches: HashMap<(String, String, String), Arc<WatchCache>>,
+    /// The served types and their caches (CRDs change them).
+    pub served: Arc<Served>,
     /// How far they are.
     pub progress: Arc<Progress>,
 }
@@ -71,32 +72,27 @@ pub struct CacheSet {
 type Routes = HashMap<String, Vec<Arc<WatchCache>>>;
 
 impl CacheSet {
-    /// Loads every served type's objects from `store` at one revision and starts the
-    /// feed from there. Each cache keeps `capacity` recent changes for watches.
+    /// Loads every served type's objects from `store` at one revision, then the types
+    /// of the stored CRDs (when `registry` serves CRDs), and starts the feed from there.
+    /// Each cache keeps `capacity` recent changes for watches.
     pub async fn start(
         store: Arc<dyn Store>,
         registry: &Registry,
         capacity: usize,
     ) -> Result<CacheSet, StoreError> {
         let progress = Arc::new(Progress::new());
-        let mut caches = HashMap::new();
-        let mut routes: Routes = HashMap::new();
-        for rt in registry.all() {
-            let cache = WatchCache::new(rt.clone(), capacity, progress.clone());
-            routes
-                .entry(rt.key_prefix(None))
-                .or_default()
-                .push(cache.clone());
-            caches.insert(
-                (rt.group.clone(), rt.version.clone(), rt.plural.clone()),
-                cache,
-            );
-        }
+        let served = Arc::new(Served::new(registry.clone(), capacity, progress.clone()));
         let revision = store.current_revision().await?;
-        load(store.as_ref(), &routes, revision).await?;
+        load(store.as_ref(), &served.routes(), revision).await?;
+        served.sync(store.as_ref()).await?;
         progress.advance(revision);
-        tokio::spawn(follow(store, routes, progress.clone(), revision));
-        Ok(CacheSet { caches, progress })
+        tokio::spawn(follow(store, served.clone(), progress.clone(), revision));
+        Ok(CacheSet { served, progress })
+    }
+
+    /// The cache of one type, if served.
+    pub fn cache(&self, group: &str, version: &str, plural: &str) -> Option<Arc<WatchCache>> {
+        self.served.cache(group, version, plural)
     }
 }
 
@@ -122,10 +118,11 @@ fn prefix_of(key: &str) -> Option<&str> {
 /// watchers end, so their clients relist).
 async fn follow(
     store: Arc<dyn Store>,
-    routes: Routes,
+    served: Arc<Served>,
     progress: Arc<Progress>,
     mut after: Revision,
 ) {
+    let mut routes = served.routes();
     let mut retry = Duration::from_millis(100);
     loop {
         let failure = match store.watch("", after).await {
@@ -134,6 +131,7 @@ async fn follow(
                     Some(Ok(change)) => {
                         retry = Duration::from_millis(100);
                         let revision = change.revision();
+                        let defines_types = served.defines_types(change.key());
                         if let Some(caches) = prefix_of(change.key()).and_then(|p| routes.get(p)) {
                             if let [cache] = caches.as_slice() {
                                 cache.apply(change);
@@ -142,6 +140,10 @@ async fn follow(
                                     cache.apply(change.clone());
                                 }
                             }
+                        }
+                        if defines_types {
+                            sync(store.as_ref(), &served).await;
+                            routes = served.routes();
                         }
                         after = after.max(revision);
                         progress.advance(after);
@@ -159,6 +161,8 @@ async fn follow(
             );
             match reload(store.as_ref(), &routes).await {
                 Ok(revision) => {
+                    sync(store.as_ref(), &served).await;
+                    routes = served.routes();
                     after = revision;
                     progress.advance(revision);
                     continue;
@@ -168,6 +172,17 @@ async fn follow(
         } else {
             tracing::warn!(error = %failure, retry = ?retry, "store watch failed; resuming");
         }
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// [`Served::sync`] until it succeeds (the store failing meanwhile holds the feed up,
+/// as it would anyway).
+async fn sync(store: &dyn Store, served: &Served) {
+    let mut retry = Duration::from_millis(100);
+    while let Err(err) = served.sync(store).await {
+        tracing::warn!(error = %err, retry = ?retry, "cannot serve the CustomResourceDefinitions' types; retrying");
         tokio::time::sleep(retry).await;
         retry = (retry * 2).min(Duration::from_secs(5));
     }

@@ -13,6 +13,7 @@
 
 pub mod feed;
 mod object;
+mod served;
 mod watchers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -27,6 +28,7 @@ use crate::storage::{KeyValue, Revision, WatchEvent};
 
 pub use feed::{CacheSet, Progress};
 pub use object::CachedObject;
+pub use served::{Served, ServedTypes, TypeKey};
 pub use watchers::{LiveEvents, QUEUE, Stopped};
 
 /// The most bytes of objects one type's window keeps (besides its count limit): a type

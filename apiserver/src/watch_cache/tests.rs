@@ -36,7 +36,9 @@ async fn started() -> (tempfile::TempDir, Arc<dyn Store>, CacheSet) {
 }
 
 fn plans(caches: &CacheSet) -> Arc<WatchCache> {
-    caches.caches[&("outpost.dev".into(), "v1alpha1".into(), "plans".into())].clone()
+    caches
+        .cache("outpost.dev", "v1alpha1", "plans")
+        .expect("plans are served")
 }
 
 async fn next(live: &mut LiveEvents) -> Arc<CachedEvent> {

@@ -318,6 +318,7 @@ fn simulated_diff(plan: &str) -> PlanDiff {
         address: "terraform_data.bench".into(),
         action: ChangeAction::Create,
         fields: Vec::new(),
+        note: None,
     }];
     diff
 }

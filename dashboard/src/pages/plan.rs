@@ -72,7 +72,9 @@ pub fn diff_view(diff: &PlanDiff) -> Markup {
     html! {
         pre #diff-text {
             @for r in &diff.resources {
-                "  " (r.action.sign()) " " (r.address) "\n"
+                "  " (r.action.sign()) " " (r.address)
+                @if let Some(note) = &r.note { " (" (note) ")" }
+                "\n"
                 @for f in &r.fields {
                     "      " (f.path) ": " (f.before.as_deref().unwrap_or("(none)")) " → " (f.after.as_deref().unwrap_or("(none)")) "\n"
                 }

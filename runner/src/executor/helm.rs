@@ -8,8 +8,9 @@
 //!   them). The rendering of each Plan is kept in the entity's work directory, so the
 //!   apply applies exactly what was planned.
 //! * **plan, apply, drift, teardown**: the rendered objects are handed to the
-//!   [`KubernetesExecutor`] as a manifest: server-side apply (CRDs and Namespaces in
-//!   Helm's install order, first), the dry-run as the diff, an inventory of what was
+//!   [`KubernetesExecutor`] as a manifest: server-side apply (CRDs first, waited for
+//!   until Established, then Namespaces: [`super::kubernetes::crds`]), the dry-run as
+//!   the diff, an inventory of what was
 //!   applied, pruning of what an upgrade no longer renders, drift per object,
 //!   teardown of the inventory. No release Secret is written: there is no Helm release
 //!   to get stuck `pending-*`.

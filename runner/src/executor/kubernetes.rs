@@ -17,6 +17,8 @@
 //!
 //! Namespaced objects without a namespace go into the manifest's `namespace` (else
 //! the client's default); a namespace that does not exist is created first.
+//! CustomResourceDefinitions go first and are waited for; custom resources of a CRD
+//! the same manifest creates are planned without a dry-run ([`crds`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -36,6 +38,7 @@ use serde_json::{Value, json};
 
 use super::{Applied, Diff, Executor, ExecutorError, Moved, StepContext, typed};
 
+pub mod crds;
 pub mod secret_objects;
 
 use secret_objects::SecretObject;
@@ -56,6 +59,9 @@ struct Target {
     /// A Namespace the manifest's objects need and the cluster lacks: created before
     /// them, but not part of the component (never recorded, never torn down).
     ensured: bool,
+    /// The CRD of this manifest that defines its kind, when the cluster does not serve
+    /// the kind yet: it cannot be dry-run ([`crds`]).
+    pending_crd: Option<String>,
     object: Value,
     resource: ApiResource,
     namespace: Option<String>,
@@ -113,12 +119,20 @@ impl KubernetesExecutor {
             .unwrap_or(self.client.default_namespace())
             .to_owned();
         let mut objects = parse_manifest(content)?;
-        // Namespaces first, so that what goes into them finds them.
-        objects.sort_by_key(|o| o.get("kind").and_then(Value::as_str) != Some("Namespace"));
+        // CRDs, then Namespaces first, so that what needs them finds them.
+        objects.sort_by_key(crds::install_order);
+        let defined: Vec<Value> = objects
+            .iter()
+            .filter(|o| crds::is_crd(o))
+            .cloned()
+            .collect();
         let mut discovery = Discovery::default();
         let mut targets = Vec::new();
         for object in objects {
-            targets.push(self.target(&mut discovery, object, &namespace).await?);
+            targets.push(
+                self.target(&mut discovery, object, &namespace, &defined)
+                    .await?,
+            );
         }
         let declared: Vec<String> = targets
             .iter()
@@ -152,7 +166,7 @@ impl KubernetesExecutor {
         let mut created = Vec::new();
         for ns in missing {
             let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            let mut target = self.target(&mut discovery, object, &namespace).await?;
+            let mut target = self.target(&mut discovery, object, &namespace, &[]).await?;
             target.ensured = true;
             created.push(target);
         }
@@ -160,19 +174,32 @@ impl KubernetesExecutor {
         Ok(created)
     }
 
+    /// The target of `object`; a kind the cluster does not serve is resolved from one
+    /// of `defined` (the manifest's CRDs) if one defines it.
     async fn target(
         &self,
         discovery: &mut Discovery,
         mut object: Value,
         default_namespace: &str,
+        defined: &[Value],
     ) -> anyhow::Result<Target> {
-        let (resource, caps) = discovery.resolve(&self.client, &object).await?;
+        let (resource, scope, pending_crd) = match discovery.resolve(&self.client, &object).await {
+            Ok((resource, caps)) => (resource, caps.scope, None),
+            Err(err) => {
+                let api_version = object["apiVersion"].as_str().unwrap_or_default();
+                let kind = object["kind"].as_str().unwrap_or_default();
+                match crds::defined_by(defined, api_version, kind) {
+                    Some((resource, scope, crd)) => (resource, scope, Some(crd)),
+                    None => return Err(err),
+                }
+            }
+        };
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .with_context(|| format!("a {} in the manifest has no metadata.name", resource.kind))?
             .to_owned();
-        let namespace = match caps.scope {
+        let namespace = match scope {
             Scope::Cluster => None,
             Scope::Namespaced => {
                 let ns = object
@@ -186,6 +213,7 @@ impl KubernetesExecutor {
         };
         Ok(Target {
             ensured: false,
+            pending_crd,
             object,
             resource,
             namespace,
@@ -226,7 +254,7 @@ impl KubernetesExecutor {
                 metadata["namespace"] = namespace;
             }
             let shaped = json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "metadata": metadata});
-            targets.push(self.target(&mut discovery, shaped, "default").await?);
+            targets.push(self.target(&mut discovery, shaped, "default", &[]).await?);
         }
         Ok(targets)
     }
@@ -234,7 +262,7 @@ impl KubernetesExecutor {
     /// The target of one Secret the Plan writes.
     async fn secret_target(&self, secret: &SecretObject) -> anyhow::Result<Target> {
         let mut discovery = Discovery::default();
-        self.target(&mut discovery, secret.object(), &secret.namespace)
+        self.target(&mut discovery, secret.object(), &secret.namespace, &[])
             .await
     }
 
@@ -353,6 +381,28 @@ impl KubernetesExecutor {
         Ok(pruned)
     }
 
+    /// Waits until the CRDs `names` are `Established` ([`crds::await_established`]).
+    async fn await_established(&self, names: &[String], log: &mut String) -> anyhow::Result<()> {
+        let definitions = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        );
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &definitions);
+        crds::await_established(names, crds::ESTABLISHED_TIMEOUT, |name| {
+            let api = api.clone();
+            async move {
+                let live = api
+                    .get_opt(&name)
+                    .await
+                    .with_context(|| format!("cannot read CustomResourceDefinition {name}"))?;
+                Ok(live.map(serde_json::to_value).transpose()?)
+            }
+        })
+        .await?;
+        log.push_str(&format!("{} established\n", names.join(", ")));
+        Ok(())
+    }
+
     async fn plan_teardown(&self, ctx: &StepContext) -> anyhow::Result<Diff> {
         let mut document = Vec::new();
         for target in self.teardown_targets(ctx).await?.iter().rev() {
@@ -366,6 +416,7 @@ impl KubernetesExecutor {
                 address: object_address(object),
                 action: ChangeAction::Delete,
                 fields: Vec::new(),
+                note: None,
             })
             .collect();
         Ok(Diff {
@@ -450,13 +501,31 @@ impl Executor for KubernetesExecutor {
                             before: live.is_some().then(|| crate::plan_diff::SENSITIVE.into()),
                             after: Some(crate::plan_diff::SENSITIVE.into()),
                         }],
+                        note: None,
                     });
                 }
             }
+            let mut not_dry_run = 0;
             for target in self.targets_with(&ctx.desired, &secrets).await? {
+                let address = address(&target);
+                if let Some(crd) = &target.pending_crd {
+                    // Its kind is not served until its CRD is applied: shown as rendered.
+                    create += 1;
+                    not_dry_run += 1;
+                    basis.push(json!({"address": address, "resourceVersion": null}));
+                    resources.push(ResourceChange {
+                        address,
+                        action: ChangeAction::Create,
+                        fields: Vec::new(),
+                        note: Some(format!(
+                            "its CRD {crd} is created by this Plan; not dry-run"
+                        )),
+                    });
+                    document.push(target.object.clone());
+                    continue;
+                }
                 let live = self.live(&target).await?;
                 let result = self.dry_run(&target).await?;
-                let address = address(&target);
                 basis.push(json!({
                     "address": address,
                     "resourceVersion": live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")),
@@ -468,6 +537,7 @@ impl Executor for KubernetesExecutor {
                             address,
                             action: ChangeAction::Create,
                             fields: Vec::new(),
+                            note: None,
                         });
                     }
                     None => {
@@ -476,6 +546,7 @@ impl Executor for KubernetesExecutor {
                             address,
                             action: ChangeAction::Create,
                             fields: Vec::new(),
+                            note: None,
                         });
                     }
                     Some(live) if normalise(live) != normalise(&result) => {
@@ -493,6 +564,7 @@ impl Executor for KubernetesExecutor {
                                             || path.starts_with("stringData"))
                                 },
                             ),
+                            note: None,
                         });
                     }
                     Some(_) => unchanged += 1,
@@ -505,12 +577,18 @@ impl Executor for KubernetesExecutor {
                     address: object_address(object),
                     action: ChangeAction::Delete,
                     fields: Vec::new(),
+                    note: None,
                 });
             }
             let mut summary = format!(
                 "{} objects: {create} to create, {change} to change, {unchanged} unchanged",
                 create + change + unchanged
             );
+            if not_dry_run > 0 {
+                summary.push_str(&format!(
+                    " ({not_dry_run} not dry-run: their CRDs are created by this Plan)"
+                ));
+            }
             if !pruned.is_empty() {
                 summary.push_str(&format!("; {} to prune", pruned.len()));
             }
@@ -550,7 +628,13 @@ impl Executor for KubernetesExecutor {
             let secrets = secret_objects::secret_objects(ctx)?;
             let mut secrets_pending = !secrets.is_empty();
             let mut audit = serde_json::Map::new();
+            let mut applied_crds = Vec::new();
             for target in self.targets_with(&ctx.desired, &secrets).await? {
+                if !applied_crds.is_empty() && !crds::is_crd(&target.object) {
+                    // Everything after the CRDs may need them served.
+                    self.await_established(&applied_crds, &mut log).await?;
+                    applied_crds.clear();
+                }
                 // Secrets go in once their namespaces exist, before what reads them.
                 if secrets_pending && target.resource.kind != "Namespace" {
                     secrets_pending = false;
@@ -564,11 +648,17 @@ impl Executor for KubernetesExecutor {
                         format!("server-side apply of {} failed", describe(&target))
                     })?;
                 log.push_str(&format!("{} serverside-applied\n", describe(&target)));
+                if crds::is_crd(&target.object) {
+                    applied_crds.push(target.name.clone());
+                }
                 if target.ensured {
                     continue;
                 }
                 references.push(target.reference(result.metadata.uid.as_deref()));
                 applied.push(normalise(&serde_json::to_value(result)?));
+            }
+            if !applied_crds.is_empty() {
+                self.await_established(&applied_crds, &mut log).await?;
             }
             if secrets_pending {
                 references.extend(self.apply_secrets(&secrets, &mut log).await?);

@@ -76,6 +76,7 @@ pub fn resource_change(change: &Value) -> ResourceChange {
         ),
         action,
         fields,
+        note: None,
     }
 }
 
