@@ -8,7 +8,7 @@ use http::Method;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::auth::{Access, SCOPE_FIELD, User};
+use crate::auth::{Access, User};
 use crate::registry::ResourceType;
 use crate::request::RequestInfo;
 use crate::selectors::Selectable;
@@ -20,11 +20,15 @@ use crate::storage::Revision;
 const GROUP: &str = "outpost.dev";
 /// Their version.
 const VERSION: &str = "v1alpha1";
+/// The field by which an install's objects name it.
+const SCOPE_FIELD: &str = "spec.install";
 
 /// The served type of an Outpost kind by plural.
 pub fn resource_type(state: &ServerState, plural: &str) -> Result<Arc<ResourceType>, ApiError> {
     state
-        .outpost_type(plural)
+        .config
+        .registry
+        .get(GROUP, VERSION, plural)
         .ok_or_else(|| ApiError::Internal(format!("{plural}.{GROUP} is not served")))
 }
 
@@ -35,19 +39,12 @@ pub fn list_access(state: &ServerState, user: &User, plural: &str) -> Result<Acc
         &format!("/apis/{GROUP}/{VERSION}/{plural}"),
         false,
     );
-    state
-        .config
-        .authorizer
-        .authorize(user, &info)
-        .map_err(ApiError::Forbidden)
+    state.authorize(user, &info).map_err(ApiError::Forbidden)
 }
 
 /// Whether `access` lets the user see `object`.
-pub fn visible(access: &Access, object: &(impl Selectable + ?Sized)) -> bool {
-    match access {
-        Access::Full => true,
-        Access::Install(scope) => scope.owns(object),
-    }
+pub fn visible(access: &Access, object: &impl Selectable) -> bool {
+    access.allows(object)
 }
 
 /// Every object of `plural` the user may see, as JSON, and the revision they were read
