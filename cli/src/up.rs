@@ -91,7 +91,7 @@ async fn serve(
     }
     let mut config = ServerConfig::new(registry, tokens);
     outpost_kinds::register(&mut config);
-    let server = ApiServer::new(Arc::new(store), config).await?;
+    let server = outpost_dashboard::mount(ApiServer::new(Arc::new(store), config).await?);
     let listener = std::net::TcpListener::bind(listen).with_context(|| {
         format!("cannot listen on {listen} (pass a flag to choose another address)")
     })?;

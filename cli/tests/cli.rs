@@ -769,7 +769,7 @@ fn help_explains_every_command() {
 
 /// README's walkthrough, run verbatim: every `sh` block of its "Walkthrough" section, in
 /// order, as one `bash -e` script, in a directory laid out like the repository (with
-/// `manifests/`, `customer/`, and `target/release/` holding the `outpost` this test built) in which
+/// `manifests/`, `customer/`, and `target/up/` holding the `outpost` this test built) in which
 /// `outpost up` runs as `./x up` would start it (its defaults, free ports by environment).
 #[test]
 fn the_readme_walkthrough_works_verbatim() {
@@ -810,7 +810,7 @@ fn the_readme_walkthrough_works_verbatim() {
     let built = std::path::Path::new(env!("CARGO_BIN_EXE_outpost"))
         .parent()
         .unwrap();
-    std::os::unix::fs::symlink(built, repo.join("target/release")).unwrap();
+    std::os::unix::fs::symlink(built, repo.join("target/up")).unwrap();
     let home = repo.join("home");
     std::fs::create_dir(&home).unwrap();
     // What the reader does in the editor: spec.replicas from 2 to 5.

@@ -6,6 +6,8 @@
 //! clients get, or stand for a server that dies right after a write
 //! ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]); give the real runner job
 //! Plans to run ([`job_plans`]).
+//!
+//! What the tests prove, by design rule: `docs/ARCHITECTURE.md` and `SECURITY.md`.
 
 pub mod approve;
 pub mod browser;
