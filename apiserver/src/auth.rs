@@ -1,33 +1,27 @@
-//! Authentication by bearer token (a kube-apiserver style token file) and
-//! authorization by group.
+//! Authentication and authorization, as plugins: bearer tokens from a token file (a
+//! kube-apiserver style `--token-auth-file`), then each [`Authenticator`] the server is
+//! built with; then a chain of [`Authorizer`]s, the first with an opinion deciding, as
+//! kube-apiserver's union authorizer.
 //!
-//! Groups: `outpost:admins` may do everything; `outpost:viewers` may get, list and
-//! watch; `outpost:approvers` ([`APPROVERS`]) may read like viewers and decide on Plans
-//! (`plans/NAME/approval`); runners (`outpost:runners`, authenticated by [`RunnerToken`]s) reach only
-//! their own install's objects ([`authorize_runner`]). Health, readiness and
-//! `/version` need no token. The stand-in cluster also takes EKS tokens
-//! ([`eks_token`]) and authorizes their users by RBAC ([`rbac`]).
+//! The core's own authorizer is [`GroupAuthorizer`]: one group may do everything,
+//! another read and watch. An authorizer may allow a request on a [`Scope`]: the
+//! server then checks every object the request reads or writes against it (the stored
+//! object of a get, update, patch or delete, the new object of a create, update or
+//! patch, and each object of a list or watch). Health, readiness and `/version` need
+//! no token. The stand-in cluster also takes EKS tokens ([`eks_token`]) and authorizes
+//! their users by RBAC ([`rbac`]).
 
 pub mod eks_token;
 pub mod rbac;
-mod runner_access;
-mod runner_token;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
-pub use outpost_api::plan_lifecycle::APPROVERS;
-pub use runner_access::{
-    Access, INSTALL_LABEL, InstallScope, Owner, SCOPE_FIELD, authorize_runner, object_forbidden,
-};
-pub use runner_token::{PREFIX as RUNNER_TOKEN_PREFIX, RUNNERS, RunnerToken, runner_install};
-
+use crate::admission::Reads;
 use crate::request::{RequestInfo, ResourceRequest};
-
-/// The group whose members may do everything.
-pub const ADMINS: &str = "outpost:admins";
-/// The group whose members may read and watch everything.
-pub const VIEWERS: &str = "outpost:viewers";
+use crate::selectors::Selectable;
+use crate::status::ApiError;
 
 /// An authenticated user.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,53 +152,134 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
     Ok(fields)
 }
 
-/// Decides whether a user may make a request.
-pub trait Authorizer: Send + Sync + 'static {
-    /// The request step: `Ok` with what the request may touch (the server checks each
-    /// object against an [`Access::Install`] scope); `Err` with the Kubernetes-style
-    /// reason to forbid.
-    fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String>;
+/// Authenticates bearer tokens of one kind (the token file is always asked first).
+pub trait Authenticator: Send + Sync + 'static {
+    /// `Ok(None)` when `token` is not of this kind (the next authenticator is asked),
+    /// `Ok(Some(user))` when it is valid, `Err` (401) when it is of this kind and not
+    /// valid. Reads only what `reads` holds in memory: it runs on every request.
+    fn authenticate(&self, token: &str, reads: &Reads<'_>) -> Result<Option<User>, ApiError>;
 }
 
-/// `outpost:admins` may do everything, `outpost:viewers` may read and watch,
-/// `outpost:approvers` may read and watch and decide on Plans, runners reach their own
-/// install ([`authorize_runner`]); any authenticated user may read discovery, OpenAPI
-/// and version information.
-#[derive(Clone, Debug, Default)]
-pub struct GroupAuthorizer;
+/// What an authorized request may touch.
+#[derive(Clone, Debug)]
+pub enum Access {
+    /// Whatever the request names.
+    Full,
+    /// Only the objects in a scope.
+    Scoped(Arc<dyn Scope>),
+}
 
-impl Authorizer for GroupAuthorizer {
-    fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String> {
-        let admin = user.groups.iter().any(|g| g == ADMINS);
-        let approver = user.groups.iter().any(|g| g == APPROVERS);
-        let viewer = approver || user.groups.iter().any(|g| g == VIEWERS);
-        match request {
-            RequestInfo::Resource(r) if admin || (viewer && r.verb.is_read()) => Ok(Access::Full),
-            RequestInfo::Resource(r) if approver && decides_on_plan(r) => Ok(Access::Full),
-            RequestInfo::Resource(r) => match runner_install(user) {
-                Some((namespace, install)) => authorize_runner(namespace, install, r)
-                    .map_err(|why| format!("{}: {why}", forbidden_message(user, r))),
-                None => Err(forbidden_message(user, r)),
-            },
-            RequestInfo::NonResource { verb, .. } if admin || verb == "get" => Ok(Access::Full),
-            RequestInfo::NonResource { path, verb } => Err(format!(
-                "forbidden: User {:?} cannot {verb} path {path:?}",
-                user.name
-            )),
+impl Access {
+    /// Whether the request may touch `object`.
+    pub fn allows(&self, object: &dyn Selectable) -> bool {
+        match self {
+            Access::Full => true,
+            Access::Scoped(scope) => scope.owns(object),
         }
     }
 }
 
-/// Whether `r` is a decision on a Plan (`PATCH`/`PUT plans/NAME/approval`).
-fn decides_on_plan(r: &ResourceRequest) -> bool {
-    r.group == outpost_api::GROUP
-        && r.resource == "plans"
-        && r.subresource.as_deref() == Some("approval")
-        && r.name.is_some()
-        && matches!(
-            r.verb,
-            crate::request::Verb::Patch | crate::request::Verb::Update
+/// The objects a request allowed on a scope may touch.
+pub trait Scope: Send + Sync + std::fmt::Debug + 'static {
+    /// Whether `object` is in the scope.
+    fn owns(&self, object: &dyn Selectable) -> bool;
+
+    /// The value the watch cache files every object of the scope under
+    /// ([`crate::registry::IndexBy`]), when there is one: lists and watches then read
+    /// only those objects.
+    fn index_key(&self) -> Option<&str> {
+        None
+    }
+
+    /// The 403 message for an object outside the scope.
+    fn forbidden(&self, user: &User, request: &ResourceRequest) -> String {
+        format!(
+            "{}: the object is outside the user's scope",
+            forbidden_message(user, request)
         )
+    }
+}
+
+/// What one authorizer says of a request.
+#[derive(Clone, Debug)]
+pub enum Decision {
+    /// Allowed, on what it may touch.
+    Allow(Access),
+    /// Forbidden, with the Kubernetes-style reason (no later authorizer is asked).
+    Deny(String),
+    /// Neither: the next authorizer decides.
+    NoOpinion,
+}
+
+/// Decides whether a user may make a request.
+pub trait Authorizer: Send + Sync + 'static {
+    /// The request step of authorization.
+    fn authorize(&self, user: &User, request: &RequestInfo) -> Decision;
+}
+
+/// The authorizers of a server, asked in order; a request no one allows is forbidden.
+#[derive(Clone, Default)]
+pub struct AuthorizerChain {
+    authorizers: Vec<Arc<dyn Authorizer>>,
+}
+
+impl std::fmt::Debug for AuthorizerChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizerChain")
+            .field("authorizers", &self.authorizers.len())
+            .finish()
+    }
+}
+
+impl AuthorizerChain {
+    /// Adds an authorizer at the end of the chain.
+    pub fn push(&mut self, authorizer: Arc<dyn Authorizer>) {
+        self.authorizers.push(authorizer);
+    }
+
+    /// `Ok` with what the request may touch, `Err` with why it is forbidden.
+    pub fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String> {
+        for authorizer in &self.authorizers {
+            match authorizer.authorize(user, request) {
+                Decision::Allow(access) => return Ok(access),
+                Decision::Deny(why) => return Err(why),
+                Decision::NoOpinion => {}
+            }
+        }
+        Err(match request {
+            RequestInfo::Resource(r) => forbidden_message(user, r),
+            RequestInfo::NonResource { path, verb } => format!(
+                "forbidden: User {:?} cannot {verb} path {path:?}",
+                user.name
+            ),
+        })
+    }
+}
+
+/// Members of `admins` may do everything, members of `viewers` may get, list and
+/// watch; any authenticated user may read discovery, OpenAPI and version information.
+#[derive(Clone, Debug)]
+pub struct GroupAuthorizer {
+    /// The group whose members may do everything.
+    pub admins: String,
+    /// The group whose members may read and watch everything.
+    pub viewers: String,
+}
+
+impl Authorizer for GroupAuthorizer {
+    fn authorize(&self, user: &User, request: &RequestInfo) -> Decision {
+        let admin = user.groups.contains(&self.admins);
+        let viewer = user.groups.contains(&self.viewers);
+        match request {
+            RequestInfo::Resource(r) if admin || (viewer && r.verb.is_read()) => {
+                Decision::Allow(Access::Full)
+            }
+            RequestInfo::NonResource { verb, .. } if admin || verb == "get" => {
+                Decision::Allow(Access::Full)
+            }
+            _ => Decision::NoOpinion,
+        }
+    }
 }
 
 /// The message kube-apiserver gives for a forbidden resource request.
@@ -240,13 +315,25 @@ mod tests {
 
     use super::*;
 
+    const ADMINS: &str = "example:admins";
+    const VIEWERS: &str = "example:viewers";
+
+    fn chain() -> AuthorizerChain {
+        let mut chain = AuthorizerChain::default();
+        chain.push(Arc::new(GroupAuthorizer {
+            admins: ADMINS.into(),
+            viewers: VIEWERS.into(),
+        }));
+        chain
+    }
+
     #[test]
     fn parses_token_files_with_quoted_groups() {
-        let file: TokenFile = "# comment\nt1,alice,1,\"outpost:admins,dev\"\nt2,bob,2\n"
+        let file: TokenFile = "# comment\nt1,alice,1,\"example:admins,dev\"\nt2,bob,2\n"
             .parse()
             .unwrap();
         let alice = file.authenticate("t1").unwrap();
-        assert_eq!(alice.groups, vec!["outpost:admins", "dev"]);
+        assert_eq!(alice.groups, vec!["example:admins", "dev"]);
         assert!(file.authenticate("t2").unwrap().groups.is_empty());
         assert!(file.authenticate("nope").is_none());
         assert!("x".parse::<TokenFile>().is_err());
@@ -254,76 +341,37 @@ mod tests {
 
     #[test]
     fn viewers_read_admins_write() {
-        let viewer = User {
-            name: "v".into(),
-            uid: "1".into(),
-            groups: vec![VIEWERS.into()],
+        let user = |name: &str, groups: &[&str]| User {
+            name: name.into(),
+            uid: name.into(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         };
-        let admin = User {
-            name: "a".into(),
-            uid: "2".into(),
-            groups: vec![ADMINS.into()],
-        };
+        let (viewer, admin, nobody) = (user("v", &[VIEWERS]), user("a", &[ADMINS]), user("n", &[]));
         let get = RequestInfo::parse(
             &Method::GET,
-            "/apis/outpost.dev/v1alpha1/namespaces/x/installs",
+            "/apis/example.com/v1/namespaces/x/widgets",
             true,
         );
         let delete = RequestInfo::parse(
             &Method::DELETE,
-            "/apis/outpost.dev/v1alpha1/namespaces/x/installs/i",
+            "/apis/example.com/v1/namespaces/x/widgets/w",
             false,
         );
-        assert!(GroupAuthorizer.authorize(&viewer, &get).is_ok());
-        let err = GroupAuthorizer.authorize(&viewer, &delete).unwrap_err();
+        let chain = chain();
+        assert!(chain.authorize(&viewer, &get).is_ok());
+        let err = chain.authorize(&viewer, &delete).unwrap_err();
         assert_eq!(
             err,
-            "installs.outpost.dev \"i\" is forbidden: User \"v\" cannot delete resource \"installs\" in API group \"outpost.dev\" in the namespace \"x\""
+            "widgets.example.com \"w\" is forbidden: User \"v\" cannot delete resource \"widgets\" in API group \"example.com\" in the namespace \"x\""
         );
-        assert!(GroupAuthorizer.authorize(&admin, &delete).is_ok());
-        let nobody = User {
-            name: "n".into(),
-            uid: "3".into(),
-            groups: vec![],
-        };
-        assert!(GroupAuthorizer.authorize(&nobody, &get).is_err());
-    }
-
-    #[test]
-    fn approvers_read_and_decide_on_plans_only() {
-        let approver = User {
-            name: "ann".into(),
-            uid: "4".into(),
-            groups: vec![APPROVERS.into()],
-        };
-        let viewer = User {
-            name: "v".into(),
-            uid: "1".into(),
-            groups: vec![VIEWERS.into()],
-        };
-        let plans = "/apis/outpost.dev/v1alpha1/namespaces/x/plans";
-        let request = |method: Method, path: &str| RequestInfo::parse(&method, path, false);
-        let decide = request(Method::PATCH, &format!("{plans}/p/approval"));
-        assert!(GroupAuthorizer.authorize(&approver, &decide).is_ok());
-        assert!(
-            GroupAuthorizer
-                .authorize(&approver, &request(Method::GET, plans))
-                .is_ok()
+        assert!(chain.authorize(&admin, &delete).is_ok());
+        assert!(chain.authorize(&nobody, &get).is_err());
+        let metrics = RequestInfo::parse(&Method::GET, "/metrics", false);
+        assert!(chain.authorize(&nobody, &metrics).is_ok());
+        let post = RequestInfo::parse(&Method::POST, "/metrics", false);
+        assert_eq!(
+            chain.authorize(&nobody, &post).unwrap_err(),
+            "forbidden: User \"n\" cannot post path \"/metrics\""
         );
-        assert!(GroupAuthorizer.authorize(&viewer, &decide).is_err());
-        for other in [
-            request(Method::PATCH, &format!("{plans}/p/status")),
-            request(Method::PATCH, &format!("{plans}/p")),
-            request(Method::DELETE, &format!("{plans}/p")),
-            request(
-                Method::PATCH,
-                "/apis/outpost.dev/v1alpha1/namespaces/x/installs/p/approval",
-            ),
-        ] {
-            assert!(
-                GroupAuthorizer.authorize(&approver, &other).is_err(),
-                "{other:?}"
-            );
-        }
     }
 }

@@ -1,10 +1,15 @@
-//! Outpost's Kubernetes-style API server: a generic object server (like kcp) over a
-//! [`storage::Store`] with etcd semantics.
+//! A Kubernetes-style API server: a generic object server (like kcp) over a
+//! [`storage::Store`] with etcd semantics. It knows the types it serves and their rules
+//! only through what it is built with ([`server::ServerConfig`]), as k8s.io/apiserver
+//! does: handlers → the type's [`strategy`] → [`admission`] → storage with the cacher.
 //!
 //! * [`registry`]: the served resource types (group/version/kind, plural, scope,
-//!   schema, printer columns, subresources);
+//!   schema, printer columns, subresources, strategy, index);
+//! * [`strategy`]: a type's own validation and immutability;
+//! * [`admission`]: the plugins every write passes, and what they may read;
 //! * [`request`]: what a request is about, parsed like kube-apiserver does;
-//! * [`auth`]: bearer tokens and group-based authorization;
+//! * [`auth`]: bearer tokens, authenticator and authorizer plugins, group-based
+//!   authorization;
 //! * [`limits`]: the largest request body and object, the deepest nesting;
 //! * [`status`]: every HTTP error as a Kubernetes `Status`;
 //! * [`storage`]: the store trait and its etcd and embedded backends;
@@ -27,6 +32,7 @@ pub mod server;
 pub mod standin_cluster;
 pub mod status;
 pub mod storage;
+pub mod strategy;
 pub mod table;
 pub mod tls;
 pub mod watch_cache;

@@ -71,10 +71,10 @@ impl Limits {
 }
 
 /// The cause of a 422 for a value nested deeper than `limit`, at `field`.
-pub fn too_deep(field: &str, limit: usize) -> outpost_api::FieldError {
-    outpost_api::FieldError {
+pub fn too_deep(field: &str, limit: usize) -> crate::status::FieldError {
+    crate::status::FieldError {
         field: field.to_owned(),
-        kind: outpost_api::FieldErrorKind::TooLong,
+        kind: crate::status::FieldErrorKind::TooLong,
         message: format!("Too long: values may nest at most {limit} levels deep"),
     }
 }

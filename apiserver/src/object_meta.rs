@@ -2,7 +2,7 @@
 //! `resourceVersion` (always the store revision, never stored), `deletionTimestamp`,
 //! and what create, update and the `/status` subresource may change.
 
-use outpost_api::FieldError;
+use crate::status::FieldError;
 use outpost_api::validation::{is_dns1123_label, is_dns1123_subdomain};
 use serde_json::{Map, Value, json};
 

@@ -1,12 +1,14 @@
 //! The registry of resource types the server serves: a generic object server, like kcp.
-//! Outpost's kinds are registered from their CustomResourceDefinitions (generated from
-//! the Rust types); schemaless kinds can be registered too.
+//! Types are registered from CustomResourceDefinitions at start-up, each with its
+//! [`Strategy`]; schemaless kinds can be registered too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
+
+use crate::strategy::{NoRules, Strategy};
 
 /// A printer column, as in a CRD's `additionalPrinterColumns`.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +27,39 @@ pub struct PrinterColumn {
     pub priority: i32,
 }
 
+/// How the watch cache files the objects of a type for lookups by one value (the owner
+/// they name), so that a list or watch that selects it reads only its objects: by the
+/// value of a label, and of a field the server keeps for every object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexBy {
+    /// The label, e.g. `example.com/owner`.
+    pub label: String,
+    /// The dotted field, e.g. `spec.owner`.
+    pub field: String,
+}
+
+/// A subresource served by a plugin ([`crate::server::Subresource`]), as the type
+/// declares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PluginSubresource {
+    /// Its name in paths, e.g. `scale`.
+    pub name: String,
+    /// How discovery and the OpenAPI document show it (`get`, `patch` and `update` of
+    /// the object); `None` keeps it out of both.
+    pub described: Option<SubresourceBody>,
+}
+
+/// The body that `PATCH` and `PUT` of a described subresource take.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubresourceBody {
+    /// What a write does, e.g. `scale the specified` (the kind follows).
+    pub summary: String,
+    /// The body's OpenAPI schema.
+    pub schema: Value,
+    /// The media types it may be sent as.
+    pub content_types: Vec<String>,
+}
+
 /// One served resource type (one group/version/kind).
 #[derive(Clone, Debug)]
 pub struct ResourceType {
@@ -32,17 +67,17 @@ pub struct ResourceType {
     pub group: String,
     /// API version.
     pub version: String,
-    /// Kind, e.g. `Install`.
+    /// Kind, e.g. `Widget`.
     pub kind: String,
-    /// Kind of its lists, e.g. `InstallList`.
+    /// Kind of its lists, e.g. `WidgetList`.
     pub list_kind: String,
-    /// Plural resource name used in paths, e.g. `installs`.
+    /// Plural resource name used in paths, e.g. `widgets`.
     pub plural: String,
-    /// Singular name, e.g. `install`.
+    /// Singular name, e.g. `widget`.
     pub singular: String,
-    /// Short names for kubectl, e.g. `inst`.
+    /// Short names for kubectl, e.g. `wd`.
     pub short_names: Vec<String>,
-    /// Categories for kubectl, e.g. `outpost`.
+    /// Categories for kubectl, e.g. `all`.
     pub categories: Vec<String>,
     /// Namespaced or cluster-scoped.
     pub namespaced: bool,
@@ -55,12 +90,14 @@ pub struct ResourceType {
     /// changes and `/status` ignores everything else).
     pub status_subresource: bool,
     /// Extra fields usable in field selectors besides `metadata.name` and
-    /// `metadata.namespace`, as dotted paths, e.g. `spec.install`.
+    /// `metadata.namespace`, as dotted paths, e.g. `spec.owner`.
     pub selectable_fields: Vec<String>,
-    /// The kind's own validation (admission), run after the schema.
-    pub validate: Option<fn(&Value) -> Vec<outpost_api::FieldError>>,
-    /// Whether `spec` may not change after creation.
-    pub immutable_spec: bool,
+    /// The type's own rules (validation, immutability), run after the schema.
+    pub strategy: Arc<dyn Strategy>,
+    /// How the watch cache indexes its objects, if it does.
+    pub index: Option<IndexBy>,
+    /// Subresources served by plugins.
+    pub subresources: Vec<PluginSubresource>,
     /// Whether strategic merge patches are served (the stand-in cluster's built-in
     /// kinds); custom resources refuse them with 415, as in Kubernetes.
     pub strategic_merge: bool,
@@ -74,6 +111,18 @@ impl ResourceType {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// The plugin subresource `name`, if the type has it.
+    pub fn subresource(&self, name: &str) -> Option<&PluginSubresource> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
+    /// The plugin subresources discovery and the OpenAPI document show.
+    pub fn described_subresources(&self) -> impl Iterator<Item = (&str, &SubresourceBody)> {
+        self.subresources
+            .iter()
+            .filter_map(|s| Some((s.name.as_str(), s.described.as_ref()?)))
     }
 
     /// `plural.group` (or `plural` in the core group), as Kubernetes messages name it.
@@ -153,8 +202,9 @@ impl ResourceType {
                     .collect(),
                 status_subresource: v.subresources.as_ref().is_some_and(|s| s.status.is_some()),
                 selectable_fields: selectable_fields_of(v),
-                validate: None,
-                immutable_spec: false,
+                strategy: Arc::new(NoRules),
+                index: None,
+                subresources: Vec::new(),
                 strategic_merge: false,
             })
             .collect()
@@ -182,8 +232,9 @@ impl ResourceType {
             printer_columns: Vec::new(),
             status_subresource: false,
             selectable_fields: Vec::new(),
-            validate: None,
-            immutable_spec: false,
+            strategy: Arc::new(NoRules),
+            index: None,
+            subresources: Vec::new(),
             strategic_merge: false,
         }
     }
@@ -201,27 +252,6 @@ impl Registry {
         Registry::default()
     }
 
-    /// The registry with every Outpost kind, and `coordination.k8s.io/v1` Leases for
-    /// controllers' leader election.
-    pub fn outpost() -> Self {
-        let mut registry = Registry::new();
-        for crd in outpost_api::crds() {
-            for mut rt in ResourceType::from_crd(&crd) {
-                rt.validate = crate::admission::validator(&rt.kind);
-                rt.immutable_spec = rt.kind == "Plan";
-                registry.register(rt);
-            }
-        }
-        registry.register(ResourceType::schemaless(
-            "coordination.k8s.io",
-            "v1",
-            "Lease",
-            "leases",
-            true,
-        ));
-        registry
-    }
-
     /// Adds the common Kubernetes kinds the stand-in cluster serves
     /// ([`crate::standin_cluster`]) and CustomResourceDefinitions
     /// ([`crate::apiextensions`]).
@@ -237,6 +267,21 @@ impl Registry {
     pub fn register(&mut self, rt: ResourceType) {
         let key = (rt.group.clone(), rt.version.clone(), rt.plural.clone());
         self.types.insert(key, Arc::new(rt));
+    }
+
+    /// Adds every served version of a CRD, each with `strategy`.
+    pub fn register_crd(&mut self, crd: &CustomResourceDefinition, strategy: Arc<dyn Strategy>) {
+        for mut rt in ResourceType::from_crd(crd) {
+            rt.strategy = strategy.clone();
+            self.register(rt);
+        }
+    }
+
+    /// Changes every registered type with `change` (e.g. to index them all).
+    pub fn update_all(&mut self, mut change: impl FnMut(&mut ResourceType)) {
+        for rt in self.types.values_mut() {
+            change(Arc::make_mut(rt));
+        }
     }
 
     /// The type served at `group/version/plural`.
@@ -283,4 +328,22 @@ impl Registry {
         versions.dedup();
         versions
     }
+}
+
+/// A registry of real CRDs for the core's own tests: Outpost's (from `outpost-api`),
+/// indexed like `outpost-kinds` indexes them, without their strategies and plugins
+/// (`kinds/` tests those).
+#[cfg(test)]
+pub(crate) fn test_registry() -> Registry {
+    let mut registry = Registry::new();
+    for crd in outpost_api::crds() {
+        registry.register_crd(&crd, Arc::new(NoRules));
+    }
+    registry.update_all(|rt| {
+        rt.index = Some(IndexBy {
+            label: "outpost.dev/install".into(),
+            field: "spec.install".into(),
+        })
+    });
+    registry
 }

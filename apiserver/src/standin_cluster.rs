@@ -1,4 +1,4 @@
-//! The stand-in cluster (`outpost server --standin-cluster`): the common Kubernetes
+//! The stand-in cluster (the server's `--standin-cluster`): the common Kubernetes
 //! kinds served as schemaless objects, so that the runner's `kubernetes_manifest`
 //! executor, `kubectl apply --server-side`, `kubectl edit` and watches have a real API
 //! to talk to in tests and in `outpost up`.

@@ -4,7 +4,8 @@
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use outpost_api::FieldError;
+/// A field's error, one cause of a 422 `Invalid`.
+pub use outpost_api::{FieldError, FieldErrorKind};
 use serde_json::{Value, json};
 
 use crate::registry::ResourceType;
@@ -71,7 +72,7 @@ pub enum ApiError {
         /// Why.
         reason: String,
     },
-    /// 409 for a write the object's state does not allow (a Plan's lifecycle); unlike
+    /// 409 for a write the object's state does not allow (a state machine's); unlike
     /// [`ApiError::Conflict`], retrying the same write does not help.
     #[error("Operation cannot be fulfilled on {} {:?}: {reason}", .subject.qualified_resource(), .subject.name)]
     Refused {
@@ -133,7 +134,7 @@ pub enum ApiError {
         /// The operations sent.
         got: usize,
     },
-    /// 405 for a change to an object of an append-only kind (the audit log).
+    /// 405 for a change to an object of an append-only kind.
     #[error("{} {:?} cannot be changed or deleted: {why}", .subject.qualified_resource(), .subject.name)]
     AppendOnly {
         /// The object (or the collection, with no name).

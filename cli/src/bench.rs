@@ -229,7 +229,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             eprintln!(
                 "running the API benchmark ({ops} operations per figure, {watchers} watchers)..."
             );
-            let report = bench.run().await?;
+            let report = bench.run(outpost_kinds::admin_server_config).await?;
             print!("{report}");
         }
     }

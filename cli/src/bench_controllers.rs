@@ -20,12 +20,13 @@ use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{Install, InstallPhase, Plan};
-use outpost_apiserver::auth::{ADMINS, TokenFile, User};
-use outpost_apiserver::server::{ApiServer, ServerConfig};
+use outpost_apiserver::auth::{TokenFile, User};
+use outpost_apiserver::server::ApiServer;
 use outpost_apiserver::storage::{
     EmbeddedOptions, EmbeddedStore, KeyValue, ListOptions, ListPage, Revision, Store, StoreError,
     WatchStream,
 };
+use outpost_kinds::ADMINS;
 use serde_json::json;
 
 /// The namespace the bench's objects live in.
@@ -232,7 +233,7 @@ impl ControllersBench {
                 groups: vec![ADMINS.into()],
             },
         );
-        let mut config = ServerConfig::outpost(tokens);
+        let mut config = outpost_kinds::server_config(tokens);
         config.watch_window = 100_000;
         let server = ApiServer::new(store, config).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

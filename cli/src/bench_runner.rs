@@ -24,9 +24,10 @@ use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{Plan, PlanPhase, Runner};
-use outpost_apiserver::auth::{ADMINS, TokenFile, User};
-use outpost_apiserver::server::{ApiServer, ServerConfig};
+use outpost_apiserver::auth::{TokenFile, User};
+use outpost_apiserver::server::ApiServer;
 use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, Store};
+use outpost_kinds::ADMINS;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -74,7 +75,7 @@ impl BenchPlane {
                 groups: vec![ADMINS.into()],
             },
         );
-        let server = ApiServer::new(store, ServerConfig::outpost(tokens)).await?;
+        let server = ApiServer::new(store, outpost_kinds::server_config(tokens)).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
         let serving = tokio::spawn(server.serve(listener, std::future::pending()));

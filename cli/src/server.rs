@@ -8,6 +8,7 @@ use clap::builder::TypedValueParser as _;
 use outpost_apiserver::auth::TokenFile;
 use outpost_apiserver::auth::eks_token::EksTokens;
 use outpost_apiserver::limits::{self, Limits};
+use outpost_apiserver::registry::Registry;
 use outpost_apiserver::server::{ApiServer, ConnectionLimits, InflightLimits, ServerConfig};
 use outpost_apiserver::storage::{EmbeddedOptions, EtcdTls, StoreLocation};
 
@@ -144,10 +145,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         )
         .await
         .with_context(|| format!("cannot open the store {:?}", args.store))?;
-    let mut config = ServerConfig::outpost(tokens);
+    let mut registry = Registry::new();
     if args.standin_cluster {
-        config.registry = config.registry.with_standin_cluster();
+        registry = registry.with_standin_cluster();
     }
+    // The core, then Outpost's kinds and rules plugged in.
+    let mut config = ServerConfig::new(registry, tokens);
+    outpost_kinds::register(&mut config);
     if let (Some(cluster), Some(sts)) = (&args.eks_cluster_name, &args.eks_sts_endpoint) {
         config.eks = Some(std::sync::Arc::new(EksTokens::new(cluster, sts.clone())));
     }

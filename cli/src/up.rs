@@ -16,11 +16,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use outpost_api::{InstallPhase, secret_file};
-use outpost_apiserver::auth::{ADMINS, TokenFile};
+use outpost_apiserver::auth::TokenFile;
 use outpost_apiserver::registry::Registry;
 use outpost_apiserver::server::{ApiServer, ServerConfig};
 use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore};
 use outpost_apiserver::tls::SelfSigned;
+use outpost_kinds::ADMINS;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -84,10 +85,12 @@ async fn serve(
     let store = EmbeddedStore::open(dir, EmbeddedOptions::default())
         .await
         .with_context(|| format!("cannot open the embedded store in {}", dir.display()))?;
-    let mut config = ServerConfig::outpost(tokens);
+    let mut registry = Registry::new();
     if standin_cluster {
-        config.registry = config.registry.with_standin_cluster();
+        registry = registry.with_standin_cluster();
     }
+    let mut config = ServerConfig::new(registry, tokens);
+    outpost_kinds::register(&mut config);
     let server = outpost_dashboard::mount(ApiServer::new(Arc::new(store), config).await?);
     let listener = std::net::TcpListener::bind(listen).with_context(|| {
         format!("cannot listen on {listen} (pass a flag to choose another address)")
@@ -181,7 +184,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         }
         let applied = manifests::apply(
             &client,
-            &Registry::outpost(),
+            &outpost_kinds::registry(),
             "default",
             &documents,
             "outpost-up",

@@ -9,12 +9,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::Dashboard;
-use outpost_apiserver::auth::{Access, SCOPE_FIELD, User};
+use outpost_apiserver::auth::{Access, User};
 use outpost_apiserver::registry::ResourceType;
 use outpost_apiserver::request::RequestInfo;
 use outpost_apiserver::selectors::Selectable;
 use outpost_apiserver::status::ApiError;
 use outpost_apiserver::storage::Revision;
+use outpost_kinds::SCOPE_FIELD;
 
 use outpost_api::{GROUP, VERSION};
 
@@ -37,11 +38,8 @@ pub fn list_access(state: &Dashboard, user: &User, plural: &str) -> Result<Acces
 }
 
 /// Whether `access` lets the user see `object`.
-pub fn visible(access: &Access, object: &(impl Selectable + ?Sized)) -> bool {
-    match access {
-        Access::Full => true,
-        Access::Install(scope) => scope.owns(object),
-    }
+pub fn visible(access: &Access, object: &impl Selectable) -> bool {
+    access.allows(object)
 }
 
 /// Every object of `plural` the user may see, as JSON, and the revision they were read

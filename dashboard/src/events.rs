@@ -79,7 +79,7 @@ pub async fn fleet_events(session: Session, State(state): State<Arc<Dashboard>>)
     };
     // A user who may not see everything gets a matrix of their own, which ages with a
     // clock of its own; everyone else reads the shared one.
-    let own_clock = access.iter().any(|a| *a != Access::Full);
+    let own_clock = access.iter().any(|a| !matches!(a, Access::Full));
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(16);
     tokio::spawn(async move {
         let _open = state.fleet_feed.stream_opened();

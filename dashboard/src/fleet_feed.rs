@@ -69,7 +69,7 @@ impl FleetSnapshot {
     /// the shared one when the user may see everything, else computed at `now` from
     /// just the objects the user may see (exactly what a list of each kind returns).
     pub fn payload_for<'a>(&'a self, access: &[Access], now: &Time) -> Cow<'a, str> {
-        if access.iter().all(|a| *a == Access::Full) {
+        if access.iter().all(|a| matches!(a, Access::Full)) {
             return Cow::Borrowed(&self.payload);
         }
         let objects = decode_kinds(&self.objects.kinds, |i, o| visible(&access[i], o));

@@ -23,7 +23,8 @@ use subtle::ConstantTimeEq as _;
 use super::pages::login;
 use crate::Dashboard;
 use outpost_api::plan_lifecycle::APPROVERS;
-use outpost_apiserver::auth::{ADMINS, User};
+use outpost_apiserver::auth::User;
+use outpost_kinds::ADMINS;
 
 /// The session cookie: the session id, base64url.
 pub const COOKIE: &str = "outpost_session";

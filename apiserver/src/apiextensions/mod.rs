@@ -38,7 +38,7 @@ pub fn resource_type() -> ResourceType {
     rt.status_subresource = true;
     // A built-in kind for kubectl, which may send it strategic merge patches.
     rt.strategic_merge = true;
-    rt.validate = Some(validate::definition);
+    rt.strategy = std::sync::Arc::new(Definitions);
     rt.printer_columns = vec![PrinterColumn {
         name: "Created At".into(),
         type_: "date".into(),
@@ -48,6 +48,16 @@ pub fn resource_type() -> ResourceType {
         priority: 0,
     }];
     rt
+}
+
+/// The CustomResourceDefinition kind's own rules: [`validate::definition`].
+#[derive(Debug)]
+struct Definitions;
+
+impl crate::strategy::Strategy for Definitions {
+    fn validate(&self, object: &serde_json::Value) -> Vec<crate::status::FieldError> {
+        validate::definition(object)
+    }
 }
 
 /// Whether `rt` is the CustomResourceDefinition kind, whose writes change what is served.

@@ -1,6 +1,6 @@
 //! OpenAPI v3 as kube-apiserver serves it (`/openapi/v3` and
 //! `/openapi/v3/apis/<group>/<version>`), so that `kubectl explain`, `kubectl
-//! apply` and client-side validation work unchanged against Outpost.
+//! apply` and client-side validation work unchanged against this server.
 //!
 //! What kubectl reads from it:
 //! * `kubectl explain` finds a kind's schema by its
@@ -25,9 +25,10 @@ use crate::registry::{Registry, ResourceType};
 /// `api` and `apis`; each is served by [`document`].
 ///
 /// ```no_run
-/// let index = outpost_apiserver::openapi::discovery_index(&outpost_apiserver::registry::Registry::outpost());
-/// let url = index["paths"]["apis/outpost.dev/v1alpha1"]["serverRelativeURL"].as_str().unwrap();
-/// assert!(url.starts_with("/openapi/v3/apis/outpost.dev/v1alpha1?hash="));
+/// # let registry = outpost_apiserver::registry::Registry::new();
+/// let index = outpost_apiserver::openapi::discovery_index(&registry);
+/// let url = index["paths"]["apis/example.com/v1"]["serverRelativeURL"].as_str().unwrap();
+/// assert!(url.starts_with("/openapi/v3/apis/example.com/v1?hash="));
 /// ```
 pub fn discovery_index(registry: &Registry) -> Value {
     let mut keys = vec!["api".to_owned(), "apis".to_owned()];
@@ -60,7 +61,7 @@ pub fn document(registry: &Registry, path: &str) -> Option<Value> {
 }
 
 /// The OpenAPI 3.0 document of one group/version: a schema per kind and list
-/// kind (named like `dev.outpost.v1alpha1.Install`) plus the `meta/v1` schemas
+/// kind (named like `com.example.v1.Widget`) plus the `meta/v1` schemas
 /// they reference, and every endpoint's operations. `None` when the registry
 /// serves no type in `group/version`.
 ///
@@ -115,8 +116,8 @@ pub fn group_version_document(registry: &Registry, group: &str, version: &str) -
 }
 
 /// The schema name kube-apiserver gives a kind: the group reversed, then
-/// version and kind (`outpost.dev`, `v1alpha1`, `Install` →
-/// `dev.outpost.v1alpha1.Install`); core kinds are `io.k8s.api.core.<version>.<kind>`.
+/// version and kind (`example.com`, `v1`, `Widget` →
+/// `com.example.v1.Widget`); core kinds are `io.k8s.api.core.<version>.<kind>`.
 pub fn schema_name(group: &str, version: &str, kind: &str) -> String {
     if group.is_empty() {
         return format!("io.k8s.api.core.{version}.{kind}");
@@ -131,8 +132,8 @@ fn document_hash(doc: &Value) -> String {
     hash.trim_start_matches("sha256:").to_uppercase()
 }
 
-/// `("OutpostDev", "V1alpha1")`: the group and version as operation ids and
-/// tags spell them (`listOutpostDevV1alpha1NamespacedInstall`).
+/// `("ExampleCom", "V1")`: the group and version as operation ids and
+/// tags spell them (`listExampleComV1NamespacedWidget`).
 fn operation_group(group: &str, version: &str) -> (String, String) {
     let group = if group.is_empty() { "core" } else { group };
     let words: String = group.split(['.', '-']).map(capitalize).collect();

@@ -5,8 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::meta::{meta, reference};
 use super::{operation_group, schema_name};
-use crate::admission::plan::{APPROVAL_SUBRESOURCE, has_lifecycle};
-use crate::registry::ResourceType;
+use crate::registry::{ResourceType, SubresourceBody};
 
 /// The query parameters a list (and watch) takes.
 const LIST_PARAMETERS: &[(&str, &str, &str)] = &[
@@ -183,23 +182,33 @@ pub(super) fn paths(rt: &ResourceType) -> Vec<(String, Value)> {
             ),
         ));
     }
-    if has_lifecycle(rt) {
+    for (sub, body) in rt.described_subresources() {
+        let title = capitalized(sub);
         paths.push((
-            format!("{collection}/{{name}}/{APPROVAL_SUBRESOURCE}"),
+            format!("{collection}/{{name}}/{sub}"),
             path_item(
                 with(name()),
                 [
                     (
                         "get",
-                        ops.item("read", "Approval", "read approval of the specified"),
+                        ops.item("read", &title, &format!("read {sub} of the specified")),
                     ),
-                    ("patch", ops.approval("patch")),
-                    ("put", ops.approval("put")),
+                    ("patch", ops.subresource_write("patch", &title, body)),
+                    ("put", ops.subresource_write("put", &title, body)),
                 ],
             ),
         ));
     }
     paths
+}
+
+/// `scale` → `Scale`, as operation ids spell a subresource.
+fn capitalized(name: &str) -> String {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 const PRETTY: &str = "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget).";
@@ -255,7 +264,7 @@ fn content(types: &[&str], schema: &Value) -> Value {
 /// Builds the operations of one resource type.
 struct Operations<'a> {
     rt: &'a ResourceType,
-    /// `OutpostDevV1alpha1`, the group-version part of operation ids.
+    /// `ExampleComV1`, the group-version part of operation ids.
     group_version: String,
     /// `Namespaced` for namespaced types.
     scope: &'static str,
@@ -414,43 +423,29 @@ impl<'a> Operations<'a> {
         )
     }
 
-    /// A decision on a Plan (`plans/NAME/approval`): the body is an `ApprovalRequest`;
-    /// who decided and when are the server's to record.
-    fn approval(&self, method: &str) -> Value {
+    /// A write of a plugin's subresource (`NAME/SUB`): the body is the subresource's
+    /// own, described by `body`.
+    fn subresource_write(&self, method: &str, title: &str, body: &SubresourceBody) -> Value {
         let kind = &self.rt.kind;
         let verb = if method == "patch" {
             "patch"
         } else {
             "replace"
         };
-        let id = format!("{verb}{}{}{kind}Approval", self.group_version, self.scope);
+        let id = format!("{verb}{}{}{kind}{title}", self.group_version, self.scope);
         let responses = self.responses(
             &[("200", "OK")],
             &self.object,
             &["application/json", "application/yaml"],
         );
-        let schema = json!({
-            "type": "object",
-            "description": "A decision on the Plan's diff. The approver and the time are taken from the authenticated user and the server's clock.",
-            "required": ["decision", "diffHash"],
-            "properties": {
-                "decision": {"type": "string", "enum": ["approve", "deny"]},
-                "diffHash": {"type": "string", "description": "The Plan's status.diff.hash the person reviewed."},
-                "reason": {"type": "string", "description": "Why (required to deny)."},
-            },
-        });
-        let types = [
-            "application/merge-patch+json",
-            "application/json",
-            "application/apply-patch+yaml",
-        ];
-        let body = json!({"content": content(&types, &schema), "required": true});
+        let types: Vec<&str> = body.content_types.iter().map(String::as_str).collect();
+        let request = json!({"content": content(&types, &body.schema), "required": true});
         self.operation(
             method,
             id,
-            format!("approve or deny the diff of the specified {kind}"),
+            format!("{} {kind}", body.summary),
             queries(WRITE_PARAMETERS),
-            Some(body),
+            Some(request),
             responses,
         )
     }

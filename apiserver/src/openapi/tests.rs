@@ -4,7 +4,7 @@ use super::{discovery_index, document, group_version_document, schema_name};
 use crate::registry::{Registry, ResourceType};
 
 fn outpost() -> Registry {
-    Registry::outpost()
+    crate::registry::test_registry()
 }
 
 fn gv_doc(registry: &Registry) -> Value {

@@ -1,7 +1,7 @@
 //! Field paths and field sets as server-side apply tracks them, with the `FieldsV1`
 //! encoding of `metadata.managedFields` (`{"f:spec":{"f:replicas":{}}}`).
 //!
-//! Outpost serves objects without per-field schema knowledge, so list shapes are
+//! The server serves objects without per-field schema knowledge, so list shapes are
 //! inferred (see [`ListShape`]): this approximates kube's list-map-keys.
 
 use std::collections::BTreeSet;

@@ -15,8 +15,8 @@ pub use managed::{
 };
 pub use strategic::apply_strategic_merge;
 
+use crate::status::{FieldError, FieldErrorKind};
 use json_patch::{Patch, PatchErrorKind, PatchOperation};
-use outpost_api::{FieldError, FieldErrorKind};
 use serde_json::Value;
 
 use crate::limits::{Limits, depth, too_deep};

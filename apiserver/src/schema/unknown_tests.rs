@@ -127,7 +127,7 @@ fn strict_message_matches_kube_apiserver() {
 
 #[test]
 fn real_outpost_schemas_know_their_own_fields() {
-    let registry = crate::registry::Registry::outpost();
+    let registry = crate::registry::test_registry();
     let app = registry
         .get("outpost.dev", "v1alpha1", "apps")
         .expect("Outpost serves apps");

@@ -1,6 +1,6 @@
 //! Value checks of a structural schema, with kube-apiserver's messages.
 
-use outpost_api::{FieldError, FieldErrorKind};
+use crate::status::{FieldError, FieldErrorKind};
 use serde_json::{Number, Value};
 
 use super::{child, flag, sub_schemas};

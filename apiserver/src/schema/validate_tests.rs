@@ -1,4 +1,4 @@
-use outpost_api::FieldErrorKind;
+use crate::status::FieldErrorKind;
 use serde_json::{Value, json};
 
 use super::validate;
@@ -263,7 +263,7 @@ fn root_skips_server_owned_fields_but_metadata_must_be_an_object() {
 
 #[test]
 fn a_real_outpost_schema_accepts_a_valid_app_and_rejects_a_broken_one() {
-    let registry = crate::registry::Registry::outpost();
+    let registry = crate::registry::test_registry();
     let app = registry
         .get("outpost.dev", "v1alpha1", "apps")
         .expect("Outpost serves apps");

@@ -11,7 +11,7 @@ use crate::registry::ResourceType;
 /// `field==value` or `field!=value`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldTerm {
-    /// Dotted path of the field, e.g. `metadata.name` or `spec.install`.
+    /// Dotted path of the field, e.g. `metadata.name` or `spec.owner`.
     pub field: String,
     /// The value, unescaped.
     pub value: String,

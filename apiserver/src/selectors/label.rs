@@ -27,7 +27,7 @@ pub enum Operator {
 /// One comma-separated term of a [`LabelSelector`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Requirement {
-    /// Label key, e.g. `app` or `outpost.dev/install`.
+    /// Label key, e.g. `app` or `example.com/owner`.
     pub key: String,
     /// The comparison.
     pub operator: Operator,

@@ -24,7 +24,7 @@ pub use label::{LabelSelector, Operator, Requirement};
 pub trait Selectable {
     /// `metadata.labels` (string values only).
     fn labels(&self) -> Cow<'_, BTreeMap<String, String>>;
-    /// The text of a dotted field (`spec.install`); `""` when missing or null, numbers
+    /// The text of a dotted field (`spec.owner`); `""` when missing or null, numbers
     /// and booleans in their JSON text.
     fn field(&self, path: &str) -> Cow<'_, str>;
 }

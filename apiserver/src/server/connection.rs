@@ -27,7 +27,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::inflight::{Slot, hold};
 
-/// The timeouts (`outpost server --request-header-timeout`, ...).
+/// The timeouts (the server's `--request-header-timeout`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// From the first byte a connection sends with no request in flight to a complete

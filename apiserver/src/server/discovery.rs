@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 
 use super::ServerState;
 use super::body::json;
-use crate::admission::plan::{APPROVAL_SUBRESOURCE, has_lifecycle};
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
 
@@ -149,9 +148,9 @@ fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
                 "verbs": ["get", "patch", "update"],
             }));
         }
-        if has_lifecycle(rt) {
+        for (name, _) in rt.described_subresources() {
             resources.push(json!({
-                "name": format!("{}/{APPROVAL_SUBRESOURCE}", rt.plural),
+                "name": format!("{}/{name}", rt.plural),
                 "singularName": "",
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
@@ -195,9 +194,9 @@ fn discovery_resource(rt: &ResourceType) -> Value {
             "verbs": ["get", "patch", "update"],
         }));
     }
-    if has_lifecycle(rt) {
+    for (name, _) in rt.described_subresources() {
         subresources.push(json!({
-            "subresource": APPROVAL_SUBRESOURCE,
+            "subresource": name,
             "responseKind": response_kind,
             "verbs": ["get", "patch", "update"],
         }));

@@ -9,10 +9,10 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 
 use super::ServerState;
-use super::{approval, discovery, fence, inflight, list, objects, runner_token, watch, write};
+use super::{discovery, fence, inflight, list, objects, watch, write};
 use crate::apiextensions;
 use crate::auth::eks_token::AWS_AUTH;
-use crate::auth::{Access, RunnerToken, User, eks_token, object_forbidden, rbac};
+use crate::auth::{Access, User, eks_token, rbac};
 use crate::request::{RequestInfo, ResourceRequest, Verb};
 use crate::standin_cluster::RBAC;
 use crate::status::ApiError;
@@ -20,12 +20,17 @@ use crate::status::ApiError;
 /// Query parameters, by name.
 pub type Params = HashMap<String, String>;
 
-/// Everything a resource handler needs about the request.
+/// Everything a resource handler (the core's, or a plugin's [`super::Subresource`])
+/// needs about the request.
 pub struct Call {
-    pub state: Arc<ServerState>,
+    pub(crate) state: Arc<ServerState>,
+    /// The type the request is about.
     pub rt: Arc<crate::registry::ResourceType>,
+    /// What the request is about.
     pub request: ResourceRequest,
+    /// Query parameters.
     pub params: Params,
+    /// Request headers.
     pub headers: HeaderMap,
     /// Who asks.
     pub user: User,
@@ -58,11 +63,36 @@ impl Call {
     /// The object step of authorization: 403 if `object` is outside the user's scope.
     pub fn check_access(&self, object: &serde_json::Value) -> Result<(), ApiError> {
         match &self.access {
-            Access::Install(scope) if !scope.owns(object) => Err(ApiError::Forbidden(
-                object_forbidden(&self.user, &self.request),
+            Access::Scoped(scope) if !scope.owns(object) => Err(ApiError::Forbidden(
+                scope.forbidden(&self.user, &self.request),
             )),
             _ => Ok(()),
         }
+    }
+
+    /// What plugins may read (types, caches, store).
+    pub fn reads(&self) -> crate::admission::Reads<'_> {
+        self.state.reads()
+    }
+
+    /// The request body, within the server's limit (413 above).
+    pub async fn read_body(&self, body: axum::body::Body) -> Result<bytes::Bytes, ApiError> {
+        super::body::read(body, self.state.config.limits.max_request_body_bytes).await
+    }
+
+    /// Waits until the watch caches have every store change up to `revision`, at most
+    /// `timeout`: whether they have.
+    pub async fn wait_for_caches(
+        &self,
+        revision: crate::storage::Revision,
+        timeout: Duration,
+    ) -> bool {
+        self.state.progress.wait_for(revision, timeout).await
+    }
+
+    /// The named object, answered as a `GET` of it would be.
+    pub async fn get_object(&self) -> Result<Response, ApiError> {
+        objects::get(self).await
     }
 
     /// The `Accept` header.
@@ -166,13 +196,16 @@ async fn answer_as(
     if !rt.namespaced && resource.namespace.is_some() {
         return Err(ApiError::NoRoute);
     }
-    match resource.subresource.as_deref() {
-        None => {}
-        Some("status") if rt.status_subresource => {}
-        Some("token") if runner_token::serves(&rt) => {}
-        Some(approval::SUBRESOURCE) if approval::serves(&rt) => {}
-        Some(_) => return Err(ApiError::NoRoute),
-    }
+    let plugin = match resource.subresource.as_deref() {
+        None => None,
+        Some("status") if rt.status_subresource => None,
+        Some(name) => Some(
+            state
+                .subresource(&rt, name)
+                .ok_or(ApiError::NoRoute)?
+                .clone(),
+        ),
+    };
     let (parts, body) = request.into_parts();
     let call = Call {
         state: state.clone(),
@@ -183,15 +216,18 @@ async fn answer_as(
         user,
         access,
     };
-    if call.request.subresource.as_deref() == Some("token") {
-        return runner_token::mint(&call).await;
+    if let Some(plugin) = plugin.as_ref().filter(|p| !p.fenced()) {
+        return plugin.answer(&call, body).await;
     }
-    crate::admission::audit::refuse_change(&call.rt, &call.request)?;
+    state
+        .config
+        .admission
+        .admit_request(&call.rt, &call.request)?;
     if !matches!(call.request.verb, Verb::Get | Verb::List | Verb::Watch) {
         fence::check(&call).await?;
     }
-    if call.request.subresource.as_deref() == Some(approval::SUBRESOURCE) {
-        return approval::answer(&call, body).await;
+    if let Some(plugin) = plugin {
+        return plugin.answer(&call, body).await;
     }
     let defines_types = apiextensions::defines_types(&call.rt) && !call.request.verb.is_read();
     let answer = match call.request.verb {
@@ -249,9 +285,8 @@ async fn readyz(state: &ServerState) -> Response {
         .into_response()
 }
 
-/// The user of the bearer token: from the token file, or a runner token checked
-/// against its Install's stored hash (read from the watch cache; minting answers only
-/// once the cache has the new hash, so a rotation takes effect at once).
+/// The user of the bearer token: from the token file, the EKS authenticator, or the
+/// first plugin [`crate::auth::Authenticator`] that knows the token.
 async fn authenticate(state: &ServerState, headers: &HeaderMap) -> Result<User, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
@@ -313,7 +348,7 @@ pub fn authorize(state: &ServerState, user: &User, info: &RequestInfo) -> Result
     if eks_token::is_eks_user(user) {
         rbac::authorize(&rbac_objects(state, info)?, user, info)
     } else {
-        state.config.authorizer.authorize(user, info)
+        state.authorize(user, info)
     }
     .map_err(ApiError::Forbidden)
 }
@@ -340,34 +375,11 @@ pub async fn authenticate_token(state: &ServerState, token: &str) -> Result<User
                 ApiError::Unauthorized
             });
     }
-    let runner = RunnerToken::parse(token).ok_or(ApiError::Unauthorized)?;
-    let installs = state
-        .config
-        .registry
-        .all()
-        .find(|rt| runner_token::serves(rt))
-        .ok_or(ApiError::Unauthorized)?;
-    let install = state
-        .cache(installs)?
-        .get(Some(&runner.namespace), &runner.install)
-        .ok_or(ApiError::Unauthorized)?;
-    // Only the hash is read out of the Install (the rest of it is skipped, not decoded).
-    #[derive(serde::Deserialize)]
-    struct Stored {
-        status: Option<StoredStatus>,
+    let reads = state.reads();
+    for authenticator in &state.config.authenticators {
+        if let Some(user) = authenticator.authenticate(token, &reads)? {
+            return Ok(user);
+        }
     }
-    #[derive(serde::Deserialize)]
-    struct StoredStatus {
-        #[serde(rename = "runnerTokenHash")]
-        runner_token_hash: Option<String>,
-    }
-    let hash = serde_json::from_slice::<Stored>(install.json())
-        .ok()
-        .and_then(|i| i.status?.runner_token_hash)
-        .ok_or(ApiError::Unauthorized)?;
-    if runner.matches(&hash) {
-        Ok(runner.user())
-    } else {
-        Err(ApiError::Unauthorized)
-    }
+    Err(ApiError::Unauthorized)
 }

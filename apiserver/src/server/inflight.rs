@@ -16,7 +16,7 @@ use http_body_util::BodyExt as _;
 
 use crate::status::ApiError;
 
-/// The limits (`outpost server --max-requests-inflight`, ...).
+/// The limits (the server's `--max-requests-inflight`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InflightLimits {
     /// Reads (get, list, discovery) answered at once; 0 is no limit.

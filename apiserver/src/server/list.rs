@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::body::{json, json_bytes};
 use super::dispatch::Call;
-use crate::auth::{Access, INSTALL_LABEL, InstallScope, SCOPE_FIELD};
+use crate::auth::Access;
 use crate::object_meta::from_store;
 use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, Operator, Selectable};
@@ -19,12 +19,14 @@ use crate::storage::{ContinueToken, ListOptions, Revision, StoreError};
 use crate::table;
 use crate::watch_cache::Snapshot;
 
-/// The label and field selectors of a list or watch, and the install scope of the
-/// user's access: objects outside it are never listed or watched.
+/// The label and field selectors of a list or watch, and the scope of the user's
+/// access: objects outside it are never listed or watched.
 pub struct Filter {
     labels: Option<LabelSelector>,
     fields: Option<FieldSelector>,
-    scope: Option<InstallScope>,
+    access: Access,
+    /// How the type's objects are indexed, if they are.
+    index: Option<crate::registry::IndexBy>,
 }
 
 impl Filter {
@@ -49,35 +51,36 @@ impl Filter {
                 }
             }
         }
-        let scope = match &call.access {
-            Access::Full => None,
-            Access::Install(scope) => Some(scope.clone()),
-        };
         Ok(Filter {
             labels,
             fields,
-            scope,
+            access: call.access.clone(),
+            index: call.rt.index.clone(),
         })
     }
 
     /// Whether `object` passes.
-    pub fn matches(&self, object: &(impl Selectable + ?Sized)) -> bool {
+    pub fn matches(&self, object: &impl Selectable) -> bool {
         self.labels
             .as_ref()
             .is_none_or(|l| l.matches(&object.labels()))
             && self.fields.as_ref().is_none_or(|f| f.matches(object))
-            && self.scope.as_ref().is_none_or(|s| s.owns(object))
+            && self.access.allows(object)
     }
 
-    /// The one install every object that passes must name, when the filter pins it (by
-    /// the `outpost.dev/install` label, by `spec.install`, or by a runner's scope): the
-    /// watch cache then looks only at that install's objects.
+    /// The one value every object that passes is indexed under ([`ResourceType::index`]),
+    /// when the filter pins it (by the index's label, by its field, or by the user's
+    /// scope): the watch cache then looks only at those objects.
     pub fn index_key(&self) -> Option<&str> {
-        let by_scope = self.scope.as_ref().and_then(InstallScope::index_key);
+        let index = self.index.as_ref()?;
+        let by_scope = || match &self.access {
+            Access::Full => None,
+            Access::Scoped(scope) => scope.index_key(),
+        };
         let by_label = || {
             self.labels.as_ref().and_then(|l| {
                 l.requirements().iter().find_map(|r| {
-                    (r.key == INSTALL_LABEL
+                    (r.key == index.label
                         && matches!(r.operator, Operator::Equals | Operator::In)
                         && r.values.len() == 1)
                         .then(|| r.values[0].as_str())
@@ -88,11 +91,11 @@ impl Filter {
             self.fields.as_ref().and_then(|f| {
                 f.terms()
                     .iter()
-                    .find(|t| t.field == SCOPE_FIELD && !t.negated)
+                    .find(|t| t.field == index.field && !t.negated)
                     .map(|t| t.value.as_str())
             })
         };
-        by_scope.or_else(by_label).or_else(by_field)
+        by_scope().or_else(by_label).or_else(by_field)
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! Every request goes through one handler ([`dispatch`]): parse what it is about,
 //! authenticate, authorize, then answer it. Errors are [`ApiError`]s, answered as
-//! Kubernetes `Status` objects.
+//! Kubernetes `Status` objects. What the server knows of the types it serves comes from
+//! outside, through [`ServerConfig`]: the registry (types and their strategies), the
+//! admission chain, authenticators, authorizers and subresources.
 
-mod approval;
 mod bench;
 mod body;
 mod connection;
@@ -17,7 +18,7 @@ mod inflight;
 mod list;
 mod metrics;
 mod objects;
-mod runner_token;
+mod subresource;
 mod watch;
 mod write;
 
@@ -28,9 +29,11 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::response::Response;
 
+use crate::admission::{AdmissionChain, Reads};
 use crate::auth::eks_token::EksTokens;
-use crate::auth::{Authorizer, GroupAuthorizer, TokenFile};
+use crate::auth::{Access, Authenticator, AuthorizerChain, TokenFile, User};
 use crate::registry::{Registry, ResourceType};
+use crate::request::RequestInfo;
 use crate::status::ApiError;
 use crate::storage::{InstrumentedStore, Store, StoreError};
 use crate::watch_cache::{CacheSet, Progress, Served, WatchCache};
@@ -38,11 +41,14 @@ use crate::watch_cache::{CacheSet, Progress, Served, WatchCache};
 pub use bench::{
     ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
 };
-pub use body::decode_object;
+pub use body::{content_type, decode_object, json};
 pub use connection::{ConnectionLimits, ConnectionMetrics};
+pub use dispatch::Call;
 pub use extension::{ApiHandle, CacheReader, MetricsSource};
 pub use inflight::{InflightLimits, Refusal};
 pub use metrics::{Metrics, StoreMetrics};
+pub use objects::{Current, RETRIES};
+pub use subresource::Subresource;
 
 /// How the server behaves.
 pub struct ServerConfig {
@@ -50,8 +56,14 @@ pub struct ServerConfig {
     pub registry: Registry,
     /// Bearer tokens.
     pub tokens: TokenFile,
+    /// Other bearer tokens, asked in order after the token file.
+    pub authenticators: Vec<Arc<dyn Authenticator>>,
     /// Who may do what.
-    pub authorizer: Arc<dyn Authorizer>,
+    pub authorizers: AuthorizerChain,
+    /// What every write passes before it is stored.
+    pub admission: AdmissionChain,
+    /// Subresources served by plugins.
+    pub subresources: Vec<Arc<dyn Subresource>>,
     /// The stand-in cluster's EKS tokens (their users are authorized by RBAC), if taken.
     pub eks: Option<Arc<EksTokens>>,
     /// Events kept per resource type for watches from an older revision.
@@ -67,12 +79,17 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Outpost's kinds, the group authorizer, and Kubernetes-like limits.
-    pub fn outpost(tokens: TokenFile) -> Self {
+    /// A server of `registry`'s types for the users of `tokens`, with Kubernetes-like
+    /// limits, no plugins and no authorizer (every request is forbidden until one is
+    /// added).
+    pub fn new(registry: Registry, tokens: TokenFile) -> Self {
         ServerConfig {
-            registry: Registry::outpost(),
+            registry,
             tokens,
-            authorizer: Arc::new(GroupAuthorizer),
+            authenticators: Vec::new(),
+            authorizers: AuthorizerChain::default(),
+            admission: AdmissionChain::default(),
+            subresources: Vec::new(),
             eks: None,
             watch_window: 10_000,
             bookmark_interval: Duration::from_secs(10),
@@ -103,12 +120,20 @@ pub(crate) struct ServerState {
 }
 
 impl ServerState {
-    /// The served type of an Outpost kind by plural (`apps`, `installs`, ...); `None`
-    /// when this server does not serve it.
-    pub fn outpost_type(&self, plural: &str) -> Option<Arc<ResourceType>> {
-        self.config
-            .registry
-            .get(outpost_api::GROUP, outpost_api::VERSION, plural)
+    /// What plugins may read.
+    pub fn reads(&self) -> Reads<'_> {
+        Reads { state: self }
+    }
+
+    /// The authorizers' decision on `request` by `user`.
+    pub fn authorize(&self, user: &User, request: &RequestInfo) -> Result<Access, String> {
+        self.config.authorizers.authorize(user, request)
+    }
+
+    /// The plugin serving subresource `name` of `rt`, if `rt` has it.
+    pub fn subresource(&self, rt: &ResourceType, name: &str) -> Option<&Arc<dyn Subresource>> {
+        rt.subresource(name)?;
+        self.config.subresources.iter().find(|s| s.name() == name)
     }
 
     /// Every type served now (`config.registry` and the CRDs' types).
@@ -207,7 +232,7 @@ impl ApiServer {
         key: &std::path::Path,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        // One process-wide crypto provider; installing it twice is harmless.
+        // One process-wide crypto provider; setting it twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await?;
         let handle = axum_server::Handle::new();

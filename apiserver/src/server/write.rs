@@ -1,18 +1,17 @@
 //! `POST`, `PUT` and `PATCH`: decode, check unknown fields (`fieldValidation`), fill in
-//! server-managed metadata, validate against the schema and the kind's own rules, check
-//! the references it must hold to other objects, record managed fields, then write with
-//! the store revision as the precondition.
+//! server-managed metadata, validate against the schema and the type's strategy, run
+//! the admission chain, record managed fields, then write with the store revision as
+//! the precondition.
 
 use axum::body::Body;
 use axum::response::Response;
 use http::StatusCode;
-use outpost_api::FieldError;
 use serde_json::Value;
 
 use super::body::{content_type, decode_object, json_with_warnings, read};
 use super::dispatch::Call;
 use super::objects::RETRIES;
-use crate::admission;
+use crate::admission::{Attributes, Operation};
 use crate::object_meta::{
     WriteScope, check_url_name, finalizers, from_store, is_deleting, prepare_create,
     prepare_update, sent_resource_version, set_resource_version, to_store,
@@ -22,12 +21,12 @@ use crate::patch::{
     server_side_apply, validate_patch_options,
 };
 use crate::schema;
-use crate::status::{ApiError, Subject};
+use crate::status::{ApiError, FieldError, Subject};
 use crate::storage::{Revision, StoreError};
 
 impl Call {
     /// The field manager: `fieldManager`, else the client's name from its User-Agent.
-    pub(super) fn field_manager(&self) -> String {
+    pub fn field_manager(&self) -> String {
         if let Some(manager) = self.param("fieldManager") {
             return manager.to_owned();
         }
@@ -89,16 +88,14 @@ fn field_validation(call: &Call, object: &mut Value) -> Result<Vec<String>, ApiE
     }
 }
 
-/// Schema validation and the kind's own validation: 422 with every cause.
-fn admit(call: &Call, object: &Value, name: &str) -> Result<(), ApiError> {
+/// Schema validation and the type's strategy: 422 with every cause.
+fn validate(call: &Call, object: &Value, name: &str) -> Result<(), ApiError> {
     let mut causes: Vec<FieldError> = Vec::new();
     if let Some(schema) = &call.rt.schema {
         causes.extend(schema::validate(schema, object));
     }
-    if causes.is_empty()
-        && let Some(validate) = call.rt.validate
-    {
-        causes.extend(validate(object));
+    if causes.is_empty() {
+        causes.extend(call.rt.strategy.validate(object));
     }
     if causes.is_empty() {
         Ok(())
@@ -110,81 +107,31 @@ fn admit(call: &Call, object: &Value, name: &str) -> Result<(), ApiError> {
     }
 }
 
-/// The references the object must hold to others in the store
-/// ([`admission::component_reference`]): 422 with the cause.
-async fn admit_references(
+/// The admission chain ([`crate::admission`]) on a write of `object` (replacing `old`
+/// on an update).
+async fn admit(
     call: &Call,
-    object: &Value,
-    old: Option<&Value>,
     name: &str,
+    object: &mut Value,
+    old: Option<&Value>,
 ) -> Result<(), ApiError> {
-    let Some(reference) = admission::component_reference(&call.rt.kind, object, old) else {
-        return Ok(());
+    let attributes = Attributes {
+        rt: &call.rt,
+        request: &call.request,
+        user: &call.user,
+        name,
+        operation: if old.is_some() {
+            Operation::Update
+        } else {
+            Operation::Create
+        },
+        old,
     };
-    let Some(components) = call.state.outpost_type("components") else {
-        return Ok(()); // not served here: nothing to check against
-    };
-    let (items, _) = call
-        .state
-        .store
-        .list_all(&components.key_prefix(call.namespace()))
+    call.state
+        .config
+        .admission
+        .admit(&attributes, object, &call.reads())
         .await
-        .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, name)))?;
-    let components: Vec<Value> = items.iter().map(from_store).collect::<Result<_, _>>()?;
-    match admission::check_component(&reference, &components) {
-        None => Ok(()),
-        Some(cause) => Err(ApiError::Invalid {
-            subject: Subject::of(&call.rt, name),
-            causes: vec![cause],
-        }),
-    }
-}
-
-/// An Install's inputs against its App's declarations ([`admission::inputs`]): 422
-/// naming each input (`spec.inputs.NAME`) that does not hold.
-async fn admit_inputs(
-    call: &Call,
-    object: &Value,
-    old: Option<&Value>,
-    name: &str,
-) -> Result<(), ApiError> {
-    let Some(check) = admission::inputs::input_check(&call.rt.kind, object, old) else {
-        return Ok(());
-    };
-    let Some(apps) = call.state.outpost_type("apps") else {
-        return Ok(()); // not served here: nothing to check against
-    };
-    let cached = call
-        .state
-        .cache(&apps)?
-        .get(call.namespace(), &check.app)
-        .map(|o| o.value())
-        .transpose()?;
-    let app = match cached {
-        Some(app) => Some(app),
-        // Written moments ago (`kubectl apply -f` of an App and its Installs): the
-        // cache may not have it yet.
-        None => call
-            .state
-            .store
-            .get(&apps.key(call.namespace(), &check.app))
-            .await
-            .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, name)))?
-            .as_ref()
-            .map(from_store)
-            .transpose()?,
-    };
-    let causes = app.map_or_else(Vec::new, |app| {
-        admission::inputs::check_inputs(&check, &app)
-    });
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::Invalid {
-            subject: Subject::of(&call.rt, name),
-            causes,
-        })
-    }
 }
 
 pub async fn create(call: &Call, body: Body) -> Result<Response, ApiError> {
@@ -201,18 +148,9 @@ async fn create_object(
 ) -> Result<Response, ApiError> {
     let name = prepare_create(&call.rt, &mut object, call.namespace())?;
     call.check_access(&object)?;
-    admit(call, &object, &name)?;
+    validate(call, &object, &name)?;
     super::definitions::admit(call, &mut object, None, &name)?;
-    admit_references(call, &object, None, &name).await?;
-    admit_inputs(call, &object, None, &name).await?;
-    admission::audit::admit_create(
-        call.state.store.as_ref(),
-        &call.rt,
-        &call.user,
-        &call.request,
-        &object,
-    )
-    .await?;
+    admit(call, &name, &mut object, None).await?;
     record_update(
         None,
         &mut object,
@@ -311,19 +249,15 @@ async fn commit_update(
     call.check_access(old)?;
     prepare_update(&call.rt, old, &mut new, call.scope())?;
     call.check_access(&new)?;
-    if call.rt.immutable_spec && old.get("spec") != new.get("spec") {
+    if call.rt.strategy.immutable_spec() && old.get("spec") != new.get("spec") {
         return Err(ApiError::Invalid {
             subject: call.subject(),
             causes: vec![FieldError::invalid("spec", "", "field is immutable")],
         });
     }
-    admit(call, &new, call.name())?;
+    validate(call, &new, call.name())?;
     super::definitions::admit(call, &mut new, Some(old), call.name())?;
-    admit_references(call, &new, Some(old), call.name()).await?;
-    admit_inputs(call, &new, Some(old), call.name()).await?;
-    if call.scope() == WriteScope::Status {
-        super::approval::admit_status(call, old, &mut new)?;
-    }
+    admit(call, call.name(), &mut new, Some(old)).await?;
     set_resource_version(&mut new, revision);
     if new == *old {
         // Nothing to write: the resourceVersion stays.
@@ -411,8 +345,8 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
     let mut from_cache = !call.dry_run();
     for _ in 0..RETRIES {
         let Some(current) = call.current(from_cache).await? else {
-            // A subresource never creates its object (an apply to `plans/NAME/status`
-            // would otherwise make a whole Plan).
+            // A subresource never creates its object (an apply to `widgets/NAME/status`
+            // would otherwise make a whole object).
             if kind != PatchType::Apply || call.request.subresource.is_some() {
                 return Err(ApiError::NotFound(call.subject()));
             }

@@ -5,8 +5,8 @@
 //!
 //! * Each object is kept as its JSON, encoded once ([`CachedObject`]); lists and watch
 //!   events are written from it without decoding.
-//! * Objects are indexed by the install they name (label `outpost.dev/install`,
-//!   `spec.install`), so a runner's list and watch of its own Plans touch only those.
+//! * Objects are indexed by the owner they name (a type's [`crate::registry::IndexBy`]: a label and a
+//!   field), so a list and watch of one owner's objects touch only those.
 //! * A window of recent changes per type serves watches from an older revision; one
 //!   older than the window is `Gone` (410) and the client relists.
 //! * A change is queued only for the watchers it concerns ([`watchers`]).
@@ -32,7 +32,7 @@ pub use served::{Served, ServedTypes, TypeKey};
 pub use watchers::{LiveEvents, QUEUE, Stopped};
 
 /// The most bytes of objects one type's window keeps (besides its count limit): a type
-/// with large objects (install stacks) keeps fewer changes.
+/// with large objects keeps fewer changes.
 pub const WINDOW_BYTES: usize = 32 << 20;
 /// Changes a window keeps whatever their size.
 const MIN_WINDOW: usize = 100;
@@ -150,18 +150,18 @@ pub struct CacheStats {
     pub window: usize,
     /// Bytes of the objects those changes carry.
     pub window_bytes: usize,
-    /// Watchers filed under an install.
+    /// Watchers filed under an index value.
     pub indexed_watchers: usize,
     /// Watchers of every change.
     pub other_watchers: usize,
-    /// Objects lists and gets have looked at since start: those of one install when
+    /// Objects lists and gets have looked at since start: those of one index value when
     /// the index names it, every object of the namespace otherwise.
     pub objects_read: u64,
 }
 
 struct State {
     objects: BTreeMap<String, Arc<CachedObject>>,
-    /// Install → keys of the objects that name it.
+    /// Index value → keys of the objects filed under it.
     by_index: HashMap<String, BTreeSet<String>>,
     bytes: usize,
     events: VecDeque<Arc<CachedEvent>>,
@@ -224,7 +224,7 @@ impl WatchCache {
         for kv in items {
             match CachedObject::from_store(&self.rt, kv) {
                 Ok(object) => {
-                    for key in object.index_keys() {
+                    for key in object.index_keys(self.rt.index.as_ref()) {
                         by_index
                             .entry(key.to_owned())
                             .or_default()
@@ -284,7 +284,7 @@ impl WatchCache {
         state.latest = revision;
         if let Some(prev) = &prev {
             state.bytes -= prev.size();
-            for index in prev.index_keys() {
+            for index in prev.index_keys(self.rt.index.as_ref()) {
                 if let Some(keys) = state.by_index.get_mut(index) {
                     keys.remove(&key);
                     if keys.is_empty() {
@@ -297,7 +297,7 @@ impl WatchCache {
             state.objects.remove(&key);
         } else {
             state.bytes += object.size();
-            for index in object.index_keys() {
+            for index in object.index_keys(self.rt.index.as_ref()) {
                 state
                     .by_index
                     .entry(index.to_owned())
@@ -325,8 +325,13 @@ impl WatchCache {
         }
         let keys: Vec<String> = event
             .object
-            .index_keys()
-            .chain(event.prev.iter().flat_map(|p| p.index_keys()))
+            .index_keys(self.rt.index.as_ref())
+            .chain(
+                event
+                    .prev
+                    .iter()
+                    .flat_map(|p| p.index_keys(self.rt.index.as_ref())),
+            )
             .map(str::to_owned)
             .collect();
         state
@@ -347,7 +352,7 @@ impl WatchCache {
     }
 
     /// The objects in `namespace` (every namespace when `None`) that `keep` accepts,
-    /// looked up by `index` (an install) when given, and the revision they are at.
+    /// looked up by `index` (an index value) when given, and the revision they are at.
     pub fn list(
         &self,
         namespace: Option<&str>,

@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::auth::{INSTALL_LABEL, SCOPE_FIELD};
 use crate::object_meta::{from_store, set_resource_version};
-use crate::registry::ResourceType;
+use crate::registry::{IndexBy, ResourceType};
 use crate::selectors::{Selectable, labels_of};
 use crate::status::ApiError;
 use crate::storage::{KeyValue, Revision};
@@ -23,7 +22,8 @@ pub struct CachedObject {
     /// Its `resourceVersion` (the store revision of its last change, or of its delete).
     pub revision: Revision,
     labels: BTreeMap<String, String>,
-    /// `(path, text)` of every field a selector or an authorization scope may read.
+    /// `(path, text)` of every field a selector, the index or an authorization scope
+    /// may read.
     fields: Vec<(String, String)>,
     json: Bytes,
 }
@@ -42,12 +42,12 @@ impl CachedObject {
 
     /// `object` (already carrying its `resourceVersion`) at `revision`.
     pub fn new(rt: &ResourceType, key: String, revision: Revision, object: &Value) -> Self {
-        let mut fields: Vec<(String, String)> =
-            ["metadata.name", "metadata.namespace", SCOPE_FIELD]
-                .into_iter()
-                .chain(rt.selectable_fields.iter().map(String::as_str))
-                .map(|path| (path.to_owned(), object.field(path).into_owned()))
-                .collect();
+        let mut fields: Vec<(String, String)> = ["metadata.name", "metadata.namespace"]
+            .into_iter()
+            .chain(rt.index.iter().map(|i| i.field.as_str()))
+            .chain(rt.selectable_fields.iter().map(String::as_str))
+            .map(|path| (path.to_owned(), object.field(path).into_owned()))
+            .collect();
         fields.sort();
         fields.dedup_by(|a, b| a.0 == b.0);
         CachedObject {
@@ -83,11 +83,18 @@ impl CachedObject {
         self.text("metadata.namespace")
     }
 
-    /// The values the index files it under: the install it names by label and by
-    /// `spec.install` (one value when they agree, none when it names none).
-    pub fn index_keys(&self) -> impl Iterator<Item = &str> {
-        let label = self.labels.get(INSTALL_LABEL).map(String::as_str);
-        let field = Some(self.text(SCOPE_FIELD)).filter(|f| !f.is_empty() && Some(*f) != label);
+    /// The values `index` files it under: its label's and its field's (one value when
+    /// they agree, none when it has neither).
+    pub fn index_keys<'a>(
+        &'a self,
+        index: Option<&IndexBy>,
+    ) -> impl Iterator<Item = &'a str> + use<'a> {
+        let label = index
+            .and_then(|i| self.labels.get(&i.label))
+            .map(String::as_str);
+        let field = index
+            .map(|i| self.text(&i.field))
+            .filter(|f| !f.is_empty() && Some(*f) != label);
         label.into_iter().chain(field)
     }
 
@@ -128,23 +135,24 @@ mod tests {
 
     use super::*;
 
-    fn plans() -> ResourceType {
-        crate::registry::Registry::outpost()
-            .get("outpost.dev", "v1alpha1", "plans")
-            .expect("plans are served")
-            .as_ref()
-            .clone()
+    fn widgets() -> ResourceType {
+        let mut rt = ResourceType::schemaless("example.com", "v1", "Widget", "widgets", true);
+        rt.index = Some(IndexBy {
+            label: "example.com/owner".into(),
+            field: "spec.owner".into(),
+        });
+        rt
     }
 
     #[test]
     fn keeps_the_json_with_its_revision_and_what_selectors_read() {
-        let rt = plans();
+        let rt = widgets();
         let kv = KeyValue {
-            key: "/registry/outpost.dev/plans/shop/p1".into(),
+            key: "/registry/example.com/widgets/shop/w1".into(),
             value: serde_json::to_vec(&json!({
-                "metadata": {"name": "p1", "namespace": "shop",
-                             "labels": {"outpost.dev/install": "acme", "tier": "1"}},
-                "spec": {"install": "acme", "operation": "deploy"},
+                "metadata": {"name": "w1", "namespace": "shop",
+                             "labels": {"example.com/owner": "acme", "tier": "1"}},
+                "spec": {"owner": "acme", "size": "large"},
             }))
             .unwrap()
             .into(),
@@ -156,27 +164,39 @@ mod tests {
         assert_eq!(object.revision, 7);
         let value = object.value().unwrap();
         assert_eq!(value["metadata"]["resourceVersion"], "7");
-        assert_eq!(object.field("metadata.name"), "p1");
+        assert_eq!(object.field("metadata.name"), "w1");
         assert_eq!(object.namespace(), "shop");
-        assert_eq!(object.field("spec.install"), "acme");
-        assert_eq!(object.field("spec.nothing"), "");
+        assert_eq!(object.field("spec.owner"), "acme");
+        assert_eq!(
+            object.field("spec.size"),
+            "",
+            "not kept: neither selectable nor indexed"
+        );
         assert_eq!(object.labels()["tier"], "1");
-        assert_eq!(object.index_keys().collect::<Vec<_>>(), ["acme"]);
+        assert_eq!(
+            object.index_keys(rt.index.as_ref()).collect::<Vec<_>>(),
+            ["acme"]
+        );
+        assert_eq!(object.index_keys(None).count(), 0);
         let deleted = object.deleted_at(&rt, 9).unwrap();
         assert_eq!(deleted.value().unwrap()["metadata"]["resourceVersion"], "9");
     }
 
     #[test]
-    fn an_object_naming_two_installs_is_filed_under_both() {
+    fn an_object_naming_two_owners_is_filed_under_both() {
+        let rt = widgets();
         let object = CachedObject::new(
-            &plans(),
+            &rt,
             "k".into(),
             1,
-            &json!({"metadata": {"name": "p", "labels": {"outpost.dev/install": "a"}},
-                    "spec": {"install": "b"}}),
+            &json!({"metadata": {"name": "w", "labels": {"example.com/owner": "a"}},
+                    "spec": {"owner": "b"}}),
         );
-        assert_eq!(object.index_keys().collect::<Vec<_>>(), ["a", "b"]);
-        let none = CachedObject::new(&plans(), "k".into(), 1, &json!({"metadata": {"name": "p"}}));
-        assert_eq!(none.index_keys().count(), 0);
+        assert_eq!(
+            object.index_keys(rt.index.as_ref()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        let none = CachedObject::new(&rt, "k".into(), 1, &json!({"metadata": {"name": "w"}}));
+        assert_eq!(none.index_keys(rt.index.as_ref()).count(), 0);
     }
 }

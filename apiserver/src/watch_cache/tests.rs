@@ -5,7 +5,6 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::*;
-use crate::registry::Registry;
 use crate::selectors::Selectable as _;
 use crate::storage::{EmbeddedOptions, EmbeddedStore, Store};
 
@@ -29,7 +28,7 @@ async fn started() -> (tempfile::TempDir, Arc<dyn Store>, CacheSet) {
             .await
             .unwrap(),
     );
-    let caches = CacheSet::start(store.clone(), &Registry::outpost(), 1_000)
+    let caches = CacheSet::start(store.clone(), &crate::registry::test_registry(), 1_000)
         .await
         .unwrap();
     (dir, store, caches)
@@ -132,7 +131,7 @@ async fn lists_by_install_are_consistent_with_the_store() {
 
 #[tokio::test]
 async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() {
-    let rt = Registry::outpost()
+    let rt = crate::registry::test_registry()
         .get("outpost.dev", "v1alpha1", "plans")
         .unwrap();
     let progress = Arc::new(Progress::for_tests());

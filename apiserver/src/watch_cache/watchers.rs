@@ -1,5 +1,5 @@
-//! Who gets a change: watchers filed under the install they select (a runner's watch of
-//! its Plans) get only the changes of that install's objects; the others get every
+//! Who gets a change: watchers filed under the index value they select (an owner's
+//! watch of its objects) get only the changes of that value's objects; the others get every
 //! change of the type. Each has a queue of its own, so a change wakes only the watchers
 //! it concerns, and one slow watcher never holds up the rest: when its queue is full
 //! it is dropped from the table and told it lagged, and it catches up from the window.
@@ -29,7 +29,7 @@ pub(super) struct Watchers {
 }
 
 impl Watchers {
-    /// Files a new watcher (under `index` when it selects one install's objects).
+    /// Files a new watcher (under `index` when it selects one index value's objects).
     pub(super) fn add(&mut self, cache: &Arc<WatchCache>, index: Option<String>) -> LiveEvents {
         let (tx, rx) = mpsc::channel(QUEUE);
         let lagged = Arc::new(AtomicBool::new(false));
@@ -76,7 +76,7 @@ impl Watchers {
     }
 
     /// Queues `event` for every watcher it concerns: those filed under one of `keys`
-    /// (the installs the object named before and after the change) and the unfiled ones.
+    /// (the index values of the object before and after the change) and the unfiled ones.
     pub(super) fn deliver<'k>(
         &mut self,
         event: &Arc<CachedEvent>,
@@ -104,7 +104,7 @@ impl Watchers {
         self.all.clear();
     }
 
-    /// Watchers filed under an install, and the others.
+    /// Watchers filed under an index value, and the others.
     pub(super) fn counts(&self) -> (usize, usize) {
         (
             self.by_index.values().map(HashMap::len).sum(),
@@ -153,7 +153,7 @@ impl LiveEvents {
         }
     }
 
-    /// The install the watcher is filed under, if any.
+    /// The index value the watcher is filed under, if any.
     pub fn index(&self) -> Option<&str> {
         self.index.as_deref()
     }

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt as _;
-use outpost_apiserver::auth::{ADMINS, TokenFile, User, VIEWERS};
-use outpost_apiserver::server::{ApiServer, ServerConfig};
+use outpost_apiserver::auth::{TokenFile, User};
+use outpost_apiserver::server::ApiServer;
 use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, Store, ThrowawayEtcd};
+use outpost_kinds::{ADMINS, VIEWERS};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -89,7 +90,7 @@ pub async fn server_over(store: Arc<dyn Store>) -> ApiServer {
             },
         );
     }
-    ApiServer::new(store, ServerConfig::outpost(tokens))
+    ApiServer::new(store, outpost_kinds::server_config(tokens))
         .await
         .expect("the server loads its caches")
 }

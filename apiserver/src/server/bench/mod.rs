@@ -18,7 +18,6 @@ use bytes::Bytes;
 use futures::future::try_join_all;
 
 use super::{ApiServer, ServerConfig};
-use crate::auth::{ADMINS, TokenFile, User};
 use crate::storage::{EmbeddedOptions, EmbeddedStore, EtcdStore, Store, StoreError, ThrowawayEtcd};
 use client::{Connection, install, next_version};
 
@@ -33,7 +32,8 @@ pub use report::{ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, THROUGHPUT_GOAL};
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), outpost_apiserver::server::ApiBenchError> {
-/// let report = outpost_apiserver::server::ApiBench::default().run().await?;
+/// # fn server_config(_admin_token: &str) -> outpost_apiserver::server::ServerConfig { todo!() }
+/// let report = outpost_apiserver::server::ApiBench::default().run(server_config).await?;
 /// print!("{report}");
 /// # Ok(())
 /// # }
@@ -129,16 +129,12 @@ struct Served {
 }
 
 impl Served {
-    async fn start(store: Arc<dyn Store>) -> Result<Self, ApiBenchError> {
-        let token = uuid::Uuid::new_v4().to_string();
-        let mut tokens = TokenFile::default();
-        let admin = User {
-            name: "bench".into(),
-            uid: "bench".into(),
-            groups: vec![ADMINS.into()],
-        };
-        tokens.insert(token.clone(), admin);
-        let server = ApiServer::new(store.clone(), ServerConfig::outpost(tokens)).await?;
+    async fn start(
+        store: Arc<dyn Store>,
+        config: ServerConfig,
+        token: String,
+    ) -> Result<Self, ApiBenchError> {
+        let server = ApiServer::new(store.clone(), config).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(ApiBenchError::connect)?;
@@ -176,8 +172,13 @@ where
 }
 
 impl ApiBench {
-    /// Runs every measurement.
-    pub async fn run(&self) -> Result<ApiBenchReport, ApiBenchError> {
+    /// Runs every measurement on servers built by `server`, which is given the bearer
+    /// token of an admin of the server it builds.
+    pub async fn run(
+        &self,
+        server: fn(&str) -> ServerConfig,
+    ) -> Result<ApiBenchReport, ApiBenchError> {
+        let token = uuid::Uuid::new_v4().to_string();
         fanout::check_open_files(self.watchers)?;
         let throwaway;
         let endpoints = if self.etcd.is_empty() {
@@ -194,15 +195,24 @@ impl ApiBench {
         let servers = [
             (
                 "etcd",
-                Served::start(Arc::new(EtcdStore::connect(&endpoints).await?)).await?,
+                Served::start(
+                    Arc::new(EtcdStore::connect(&endpoints).await?),
+                    server(&token),
+                    token.clone(),
+                )
+                .await?,
             ),
-            ("embedded", Served::start(Arc::new(embedded)).await?),
+            (
+                "embedded",
+                Served::start(Arc::new(embedded), server(&token), token.clone()).await?,
+            ),
         ];
         // Every raw write carries the bytes of an Install as the server stores it.
         let (name, served) = &servers[0];
         let mut connection = Connection::open(served.address, &served.token).await?;
         connection.create(&install("sample")).await?;
-        let installs = crate::registry::Registry::outpost()
+        let installs = server(&token)
+            .registry
             .get("outpost.dev", "v1alpha1", "installs")
             .expect("Outpost serves installs.outpost.dev/v1alpha1");
         let key = installs.key(Some("bench"), "sample");

@@ -3,29 +3,40 @@
 //!
 //! Authorization has two steps. The request step ([`authorize_runner`]) looks at the
 //! verb, resource, namespace, name and selectors. Where the answer depends on an object
-//! (a Plan's `spec.install`), it allows with an [`Access::Install`] scope, and the
+//! (a Plan's `spec.install`), it allows with an [`InstallScope`] (`Access::Scoped`), and the
 //! server checks every object the request reads or writes against it
 //! ([`InstallScope::owns`]): the stored object of a get, update, patch or delete, the
 //! new object of a create, update or patch, and each object of a list or watch.
 
-use super::User;
-use crate::request::{ResourceRequest, Verb};
-use crate::selectors::{FieldSelector, LabelSelector, Operator, Selectable};
+use std::sync::Arc;
 
-/// The API group of Outpost's kinds.
-const GROUP: &str = "outpost.dev";
+use outpost_api::GROUP;
+use outpost_apiserver::auth::{Access, Authorizer, Decision, Scope, User, forbidden_message};
+use outpost_apiserver::request::{RequestInfo, ResourceRequest, Verb};
+use outpost_apiserver::selectors::{FieldSelector, LabelSelector, Operator, Selectable};
+
+use crate::runner_token::runner_install;
 /// The label controllers put on an install's objects.
 pub const INSTALL_LABEL: &str = "outpost.dev/install";
 /// The field by which an install's objects (Plans, DriftReports, AuditEvents) name it.
 pub const SCOPE_FIELD: &str = "spec.install";
 
-/// What an authorized request may touch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// Whatever the request names.
-    Full,
-    /// Only objects that belong to one install.
-    Install(InstallScope),
+/// Authorizes runner users ([`authorize_runner`]); others are for the next authorizer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunnerAuthorizer;
+
+impl Authorizer for RunnerAuthorizer {
+    fn authorize(&self, user: &User, request: &RequestInfo) -> Decision {
+        let (RequestInfo::Resource(r), Some((namespace, install))) =
+            (request, runner_install(user))
+        else {
+            return Decision::NoOpinion;
+        };
+        match authorize_runner(namespace, install, r) {
+            Ok(access) => Decision::Allow(access),
+            Err(why) => Decision::Deny(format!("{}: {why}", forbidden_message(user, r))),
+        }
+    }
 }
 
 /// Objects that belong to one install.
@@ -47,9 +58,8 @@ pub enum Owner {
     Name,
 }
 
-impl InstallScope {
-    /// Whether `object` belongs to the install.
-    pub fn owns(&self, object: &(impl Selectable + ?Sized)) -> bool {
+impl Scope for InstallScope {
+    fn owns(&self, object: &dyn Selectable) -> bool {
         match self.owner {
             Owner::Name => object.field("metadata.name") == self.install.as_str(),
             Owner::SpecInstall => {
@@ -64,8 +74,12 @@ impl InstallScope {
 
     /// The install objects in this scope name by [`SCOPE_FIELD`] or [`INSTALL_LABEL`]
     /// (what the watch cache indexes), when the scope is about such objects.
-    pub fn index_key(&self) -> Option<&str> {
+    fn index_key(&self) -> Option<&str> {
         (self.owner == Owner::SpecInstall).then_some(self.install.as_str())
+    }
+
+    fn forbidden(&self, user: &User, request: &ResourceRequest) -> String {
+        object_forbidden(user, request)
     }
 }
 
@@ -81,10 +95,10 @@ pub fn authorize_runner(
     let verb = request.verb;
     let name_is_install = request.name.as_deref() == Some(install);
     let scope = |owner| {
-        Access::Install(InstallScope {
+        Access::Scoped(Arc::new(InstallScope {
             install: install.to_owned(),
             owner,
-        })
+        }))
     };
     let own = scope(Owner::SpecInstall);
     let collection = matches!(verb, Verb::List | Verb::Watch);
@@ -175,7 +189,7 @@ fn selects_field(request: &ResourceRequest, field: &str, value: &str) -> bool {
 pub fn object_forbidden(user: &User, request: &ResourceRequest) -> String {
     format!(
         "{}: the object belongs to another install",
-        super::forbidden_message(user, request)
+        forbidden_message(user, request)
     )
 }
 
@@ -185,7 +199,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::request::RequestInfo;
 
     fn request(method: Method, path: &str, query: Option<(&str, &str)>) -> ResourceRequest {
         let watch = query.is_some_and(|(k, _)| k == "watch");
@@ -206,7 +219,7 @@ mod tests {
     fn runners_reach_only_their_install() {
         let allow = |r: ResourceRequest| authorize_runner("shop", "b", &r);
         let get_plan = request(Method::GET, &format!("{PLANS}/p"), None);
-        let Ok(Access::Install(scope)) = allow(get_plan) else {
+        let Ok(Access::Scoped(scope)) = allow(get_plan) else {
             panic!("a plan get is scoped to the install");
         };
         assert!(scope.owns(&json!({"spec": {"install": "b"}})));
@@ -252,7 +265,7 @@ mod tests {
         assert!(allow(request(Method::PUT, &format!("{events}/e"), None)).is_err());
         assert!(allow(request(Method::DELETE, &format!("{events}/e"), None)).is_err());
         let stacks = "/apis/outpost.dev/v1alpha1/namespaces/shop/installstacks";
-        let Ok(Access::Install(scope)) =
+        let Ok(Access::Scoped(scope)) =
             allow(request(Method::PATCH, &format!("{stacks}/b/status"), None))
         else {
             panic!("a runner may write its own InstallStack's status");

@@ -3,26 +3,42 @@
 //! is shown; the Install keeps its SHA-256 in `status.runnerTokenHash`, so minting again
 //! rotates it (the previous token gets 401 from then on).
 
+use axum::body::Body;
 use axum::response::Response;
 use http::StatusCode;
+use outpost_apiserver::object_meta::to_store;
+use outpost_apiserver::request::Verb;
+use outpost_apiserver::server::{Call, RETRIES, Subresource, json};
+use outpost_apiserver::status::ApiError;
+use outpost_apiserver::storage::StoreError;
 use serde_json::{Value, json};
 
-use super::body::json;
-use super::dispatch::Call;
-use super::objects::RETRIES;
-use crate::auth::RunnerToken;
-use crate::object_meta::to_store;
-use crate::registry::ResourceType;
-use crate::request::Verb;
-use crate::status::ApiError;
-use crate::storage::StoreError;
+use crate::runner_token::RunnerToken;
+
+/// The subresource's name.
+pub const SUBRESOURCE: &str = "token";
 
 /// How long minting waits for the watch cache to have the new token's hash.
 const CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Whether `rt` is the type whose objects have a `token` subresource (Installs).
-pub fn serves(rt: &ResourceType) -> bool {
-    rt.group == "outpost.dev" && rt.plural == "installs"
+/// `installs/NAME/token`. Not fenced: minting is answered before admission and the
+/// fencing check, as it was before plugins.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MintRunnerToken;
+
+#[async_trait::async_trait]
+impl Subresource for MintRunnerToken {
+    fn name(&self) -> &'static str {
+        SUBRESOURCE
+    }
+
+    fn fenced(&self) -> bool {
+        false
+    }
+
+    async fn answer(&self, call: &Call, _body: Body) -> Result<Response, ApiError> {
+        mint(call).await
+    }
 }
 
 /// Mints a token, stores its hash in the Install and answers `RunnerToken`.
@@ -44,19 +60,15 @@ pub async fn mint(call: &Call) -> Result<Response, ApiError> {
         }
         status["runnerTokenHash"] = Value::String(token.hash());
         match call
-            .state
-            .store
+            .reads()
+            .store()
             .update(&call.key(), to_store(&install), kv.mod_revision)
             .await
         {
             Ok(written) => {
                 // Runner tokens are checked against the watch cache: answer once it has
                 // the new hash, so that the previous token is refused from now on.
-                let cached = call
-                    .state
-                    .progress
-                    .wait_for(written.mod_revision, CACHE_WAIT)
-                    .await;
+                let cached = call.wait_for_caches(written.mod_revision, CACHE_WAIT).await;
                 if !cached {
                     tracing::warn!(
                         "the watch cache is behind the store: the new runner token may be refused for a moment"

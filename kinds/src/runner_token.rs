@@ -7,10 +7,11 @@
 //! compares hashes in constant time.
 
 use base64::Engine as _;
+use outpost_apiserver::admission::Reads;
+use outpost_apiserver::auth::{Authenticator, User};
+use outpost_apiserver::status::ApiError;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
-
-use super::User;
 
 /// Every runner token starts with this.
 pub const PREFIX: &str = "opr_";
@@ -89,6 +90,46 @@ impl RunnerToken {
             name: format!("{USER_PREFIX}{}:{}", self.namespace, self.install),
             uid: format!("runner/{}/{}", self.namespace, self.install),
             groups: vec![RUNNERS.to_owned()],
+        }
+    }
+}
+
+/// Authenticates runner tokens against their Install's stored hash, read from the
+/// watch cache (minting answers only once the cache has the new hash, so a rotation
+/// takes effect at once).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunnerTokens;
+
+impl Authenticator for RunnerTokens {
+    fn authenticate(&self, token: &str, reads: &Reads<'_>) -> Result<Option<User>, ApiError> {
+        let Some(runner) = RunnerToken::parse(token) else {
+            return Ok(None);
+        };
+        let installs = reads
+            .resource(outpost_api::GROUP, outpost_api::VERSION, "installs")
+            .ok_or(ApiError::Unauthorized)?;
+        let install = reads
+            .cache(&installs)?
+            .get(Some(&runner.namespace), &runner.install)
+            .ok_or(ApiError::Unauthorized)?;
+        // Only the hash is read out of the Install (the rest of it is skipped, not decoded).
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            status: Option<StoredStatus>,
+        }
+        #[derive(serde::Deserialize)]
+        struct StoredStatus {
+            #[serde(rename = "runnerTokenHash")]
+            runner_token_hash: Option<String>,
+        }
+        let hash = serde_json::from_slice::<Stored>(install.json())
+            .ok()
+            .and_then(|i| i.status?.runner_token_hash)
+            .ok_or(ApiError::Unauthorized)?;
+        if runner.matches(&hash) {
+            Ok(Some(runner.user()))
+        } else {
+            Err(ApiError::Unauthorized)
         }
     }
 }

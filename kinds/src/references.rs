@@ -1,44 +1,51 @@
-//! Admission: each Outpost kind's own validation rules (from `outpost-api`), run after
-//! the schema check so that a request gets every cause in one 422. A `Policy`'s module
-//! must also compile. Then the references that must exist in the store: a `Rollout`'s
-//! `spec.component` must be a Component of its App ([`component_reference`]); an
-//! Install's inputs must hold against its App's declarations ([`inputs`]). A Plan's
-//! lifecycle (who may write which status and make which move, approvals) is in [`plan`];
-//! the audit log is append-only ([`audit`]).
+//! References a write must hold to objects in the store: a `Rollout`'s
+//! `spec.component` must be a Component of its App, when the Rollout is created or the
+//! update changes it ([`ComponentReferences`], 422 naming the App's components).
 
-pub mod audit;
-pub mod inputs;
-pub mod plan;
-
-use outpost_api::{FieldError, Validate};
-use serde::Deserialize as _;
-use serde::de::DeserializeOwned;
+use outpost_api::FieldError;
+use outpost_apiserver::admission::{Admission, Attributes, Reads};
+use outpost_apiserver::object_meta::from_store;
+use outpost_apiserver::status::{ApiError, Subject};
 use serde_json::Value;
 
-/// The validation of an Outpost kind, by kind name.
-pub fn validator(kind: &str) -> Option<fn(&Value) -> Vec<FieldError>> {
-    use outpost_api as k;
-    Some(match kind {
-        "App" => typed::<k::App>,
-        "Component" => typed::<k::Component>,
-        "Action" => typed::<k::Action>,
-        "OperationRole" => typed::<k::OperationRole>,
-        "Policy" => policy,
-        "Install" => typed::<k::Install>,
-        "InstallStack" => typed::<k::InstallStack>,
-        "Runner" => typed::<k::Runner>,
-        "Plan" => typed::<k::Plan>,
-        "DriftReport" => typed::<k::DriftReport>,
-        "AuditEvent" => typed::<k::AuditEvent>,
-        "Rollout" => typed::<k::Rollout>,
-        _ => return None,
-    })
-}
+/// The admission plugin checking a Rollout's component.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ComponentReferences;
 
-fn typed<K: DeserializeOwned + Validate>(object: &Value) -> Vec<FieldError> {
-    match K::deserialize(object) {
-        Ok(typed) => typed.validate(),
-        Err(err) => vec![FieldError::invalid("", "", err.to_string())],
+#[async_trait::async_trait]
+impl Admission for ComponentReferences {
+    async fn admit(
+        &self,
+        attributes: &Attributes<'_>,
+        object: &mut Value,
+        reads: &Reads<'_>,
+    ) -> Result<(), ApiError> {
+        let rt = attributes.rt;
+        if rt.group != outpost_api::GROUP {
+            return Ok(());
+        }
+        let Some(reference) = component_reference(&rt.kind, object, attributes.old) else {
+            return Ok(());
+        };
+        let Some(components) =
+            reads.resource(outpost_api::GROUP, outpost_api::VERSION, "components")
+        else {
+            return Ok(()); // not served here: nothing to check against
+        };
+        let subject = || Subject::of(rt, attributes.name);
+        let (items, _) = reads
+            .store()
+            .list_all(&components.key_prefix(attributes.namespace()))
+            .await
+            .map_err(|e| ApiError::from_store(e, subject()))?;
+        let components: Vec<Value> = items.iter().map(from_store).collect::<Result<_, _>>()?;
+        match check_component(&reference, &components) {
+            None => Ok(()),
+            Some(cause) => Err(ApiError::Invalid {
+                subject: subject(),
+                causes: vec![cause],
+            }),
+        }
     }
 }
 
@@ -98,63 +105,10 @@ pub fn check_component(reference: &ComponentReference, components: &[Value]) -> 
     ))
 }
 
-/// A `Policy`'s validation, plus its module compiling (`spec.module`, naming the line
-/// and column of the first error).
-fn policy(object: &Value) -> Vec<FieldError> {
-    let policy = match outpost_api::Policy::deserialize(object) {
-        Ok(policy) => policy,
-        Err(err) => return vec![FieldError::invalid("", "", err.to_string())],
-    };
-    let mut errors = policy.validate();
-    // A missing or misplaced package is already reported by `validate`.
-    if errors.iter().all(|e| e.field != "spec.module")
-        && let Err(err) = outpost_policy::compile("spec.module", &policy.spec.module)
-    {
-        let line = policy
-            .spec
-            .module
-            .lines()
-            .nth(err.line.saturating_sub(1) as usize)
-            .unwrap_or_default()
-            .trim();
-        errors.push(FieldError::invalid(
-            "spec.module",
-            line,
-            format!("{}:{}: {}", err.line, err.column, err.message),
-        ));
-    }
-    errors
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn policy_object(module: &str) -> Value {
-        json!({
-            "apiVersion": "outpost.dev/v1alpha1",
-            "kind": "Policy",
-            "metadata": {"name": "p", "namespace": "default"},
-            "spec": {"inputs": ["terraform"], "module": module},
-        })
-    }
-
-    #[test]
-    fn policy_modules_must_compile() {
-        let validate = validator("Policy").expect("Policy has a validator");
-        let ok = "package outpost.p\n\ndeny contains \"x\" if input.bad\n";
-        assert_eq!(validate(&policy_object(ok)), vec![]);
-
-        let broken = "package outpost.p\n\ndeny contains msg if {\n  input.a == = 1\n}\n";
-        let errors = validate(&policy_object(broken));
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].field, "spec.module");
-        assert_eq!(
-            errors[0].message,
-            "Invalid value: \"input.a == = 1\": 4:14: expecting expression"
-        );
-    }
 
     #[test]
     fn a_rollout_component_must_be_one_of_its_apps() {
@@ -194,13 +148,5 @@ mod tests {
         let whole = json!({"kind": "Rollout", "spec": {"app": "shop"}});
         assert_eq!(component_reference("Rollout", &whole, None), None);
         assert_eq!(component_reference("Install", &rollout("db"), None), None);
-    }
-
-    #[test]
-    fn package_errors_are_reported_once() {
-        let validate = validator("Policy").expect("Policy has a validator");
-        let errors = validate(&policy_object("package main\n"));
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].message.contains("outpost.<name>"), "{errors:?}");
     }
 }

@@ -1,6 +1,6 @@
 //! A Plan's lifecycle on the server: `PATCH plans/NAME/approval` (a person's decision,
-//! like a CertificateSigningRequest's approval) and the check of every write of a
-//! Plan's status ([`admit_status`]). The rules are in [`crate::admission::plan`]; this
+//! like a CertificateSigningRequest's approval, [`Approvals`]) and the check of every
+//! write of a Plan's status ([`PlanLifecycle`]). The rules are in [`crate::plan`]; this
 //! is where they meet the request (who asks, the install's approval mode, the store).
 
 use axum::body::Body;
@@ -8,25 +8,83 @@ use axum::response::Response;
 use http::StatusCode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use outpost_api::plan_lifecycle::{APPROVERS, ApprovalRequest, Writer};
+use outpost_apiserver::admission::{Admission, Attributes, Operation, Reads};
+use outpost_apiserver::auth::forbidden_message;
+use outpost_apiserver::object_meta::{from_store, to_store};
+use outpost_apiserver::patch::record_update;
+use outpost_apiserver::registry::{PluginSubresource, SubresourceBody};
+use outpost_apiserver::request::Verb;
+use outpost_apiserver::server::{Call, Current, RETRIES, Subresource, content_type, json};
+use outpost_apiserver::status::{ApiError, Subject};
+use outpost_apiserver::storage::StoreError;
 use serde_json::Value;
 
-use super::ServerState;
-use super::body::{content_type, json, read};
-use super::dispatch::Call;
-use super::objects::{Current, RETRIES};
-use crate::admission::plan::{InstallPolicy, Refusal, check_status_write, decide as decide_plan};
-use crate::auth::{ADMINS, User, forbidden_message, runner_install};
-use crate::object_meta::{from_store, to_store};
-use crate::patch::record_update;
-use crate::request::Verb;
-use crate::status::{ApiError, Subject};
-use crate::storage::StoreError;
+use crate::groups::{ADMINS, may_decide};
+use crate::plan::{InstallPolicy, Refusal, check_status_write, decide as decide_plan};
+use crate::runner_token::runner_install;
 
-pub use crate::admission::plan::{APPROVAL_SUBRESOURCE as SUBRESOURCE, has_lifecycle as serves};
+pub use crate::plan::{APPROVAL_SUBRESOURCE as SUBRESOURCE, has_lifecycle as serves};
 
-/// Whether `user` may decide on Plans: an approver or an admin.
-pub fn may_decide(user: &User) -> bool {
-    user.groups.iter().any(|g| g == APPROVERS || g == ADMINS)
+/// How Plans declare the subresource: in discovery and the OpenAPI document, with the
+/// body a decision is.
+pub fn subresource() -> PluginSubresource {
+    PluginSubresource {
+        name: SUBRESOURCE.into(),
+        described: Some(SubresourceBody {
+            summary: "approve or deny the diff of the specified".into(),
+            schema: serde_json::json!({
+                "type": "object",
+                "description": "A decision on the Plan's diff. The approver and the time are taken from the authenticated user and the server's clock.",
+                "required": ["decision", "diffHash"],
+                "properties": {
+                    "decision": {"type": "string", "enum": ["approve", "deny"]},
+                    "diffHash": {"type": "string", "description": "The Plan's status.diff.hash the person reviewed."},
+                    "reason": {"type": "string", "description": "Why (required to deny)."},
+                },
+            }),
+            content_types: vec![
+                "application/merge-patch+json".into(),
+                "application/json".into(),
+                "application/apply-patch+yaml".into(),
+            ],
+        }),
+    }
+}
+
+/// The admission plugin holding every write of a Plan's status to its lifecycle.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlanLifecycle;
+
+#[async_trait::async_trait]
+impl Admission for PlanLifecycle {
+    async fn admit(
+        &self,
+        attributes: &Attributes<'_>,
+        object: &mut Value,
+        reads: &Reads<'_>,
+    ) -> Result<(), ApiError> {
+        match attributes.old {
+            Some(old) if attributes.operation == Operation::Update && attributes.is_status() => {
+                admit_status(attributes, reads, old, object)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `plans/NAME/approval`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Approvals;
+
+#[async_trait::async_trait]
+impl Subresource for Approvals {
+    fn name(&self) -> &'static str {
+        SUBRESOURCE
+    }
+
+    async fn answer(&self, call: &Call, body: Body) -> Result<Response, ApiError> {
+        answer(call, body).await
+    }
 }
 
 fn refused(refusal: Refusal, subject: Subject) -> ApiError {
@@ -43,11 +101,16 @@ fn refused(refusal: Refusal, subject: Subject) -> ApiError {
 /// Checks a write of a Plan's status against its lifecycle, for the writer of the
 /// request (a runner token is [`Writer::Runner`], anyone else [`Writer::Operator`]).
 /// Other kinds pass.
-pub(super) fn admit_status(call: &Call, old: &Value, new: &mut Value) -> Result<(), ApiError> {
-    if !serves(&call.rt) {
+fn admit_status(
+    attributes: &Attributes<'_>,
+    reads: &Reads<'_>,
+    old: &Value,
+    new: &mut Value,
+) -> Result<(), ApiError> {
+    if !serves(attributes.rt) {
         return Ok(());
     }
-    let writer = match runner_install(&call.user) {
+    let writer = match runner_install(attributes.user) {
         Some(_) => Writer::Runner,
         None => Writer::Operator,
     };
@@ -55,13 +118,14 @@ pub(super) fn admit_status(call: &Call, old: &Value, new: &mut Value) -> Result<
         .pointer("/spec/install")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let policy = install_policy(&call.state, call.namespace(), install);
-    check_status_write(writer, policy, old, new).map_err(|r| refused(r, call.subject()))
+    let policy = install_policy(reads, attributes.namespace(), install);
+    check_status_write(writer, policy, old, new)
+        .map_err(|r| refused(r, Subject::of(attributes.rt, attributes.name)))
 }
 
 /// The install's approval mode, from the watch cache (no store read). An install that
 /// is not found (or says nothing) prompts: `prompt` is the default.
-fn install_policy(state: &ServerState, namespace: Option<&str>, install: &str) -> InstallPolicy {
+fn install_policy(reads: &Reads<'_>, namespace: Option<&str>, install: &str) -> InstallPolicy {
     #[derive(serde::Deserialize)]
     struct Stored {
         spec: Option<StoredSpec>,
@@ -71,10 +135,9 @@ fn install_policy(state: &ServerState, namespace: Option<&str>, install: &str) -
         #[serde(rename = "approvalMode")]
         approval_mode: Option<outpost_api::ApprovalMode>,
     }
-    let mode = state
-        .outpost_type("installs")
-        .and_then(|rt| state.cache(&rt).ok())
-        .and_then(|cache| cache.get(namespace, install))
+    let mode = reads
+        .resource(outpost_api::GROUP, outpost_api::VERSION, "installs")
+        .and_then(|rt| reads.cached(&rt, namespace, install))
         .and_then(|cached| serde_json::from_slice::<Stored>(cached.json()).ok())
         .and_then(|i| i.spec?.approval_mode)
         .unwrap_or_default();
@@ -88,7 +151,7 @@ fn install_policy(state: &ServerState, namespace: Option<&str>, install: &str) -
 /// server's time and answers the Plan. `GET` answers the Plan.
 pub async fn answer(call: &Call, body: Body) -> Result<Response, ApiError> {
     match call.request.verb {
-        Verb::Get => return super::objects::get(call).await,
+        Verb::Get => return call.get_object().await,
         Verb::Patch | Verb::Update => {}
         _ => return Err(ApiError::MethodNotAllowed),
     }
@@ -99,7 +162,7 @@ pub async fn answer(call: &Call, body: Body) -> Result<Response, ApiError> {
         )));
     }
     let media = content_type(&call.headers);
-    let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
+    let bytes = call.read_body(body).await?;
     let body = match media.as_str() {
         "application/merge-patch+json" | "application/json" | "" => serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::BadRequest(format!("error decoding the approval: {e}")))?,
@@ -169,14 +232,14 @@ async fn decide_on(
         &mut decided,
         &call.field_manager(),
         "Update",
-        &crate::object_meta::now(),
+        &outpost_apiserver::object_meta::now(),
     );
     if call.dry_run() {
         return Ok(Some(decided));
     }
     match call
-        .state
-        .store
+        .reads()
+        .store()
         .update(&call.key(), to_store(&decided), current.revision)
         .await
     {

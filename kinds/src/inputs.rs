@@ -5,8 +5,66 @@
 //! made invalid (`InputsValid`).
 
 use outpost_api::{AppSpec, FieldError};
+use outpost_apiserver::admission::{Admission, Attributes, Reads};
+use outpost_apiserver::object_meta::from_store;
+use outpost_apiserver::status::{ApiError, Subject};
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// The admission plugin checking an Install's inputs: 422 naming each input
+/// (`spec.inputs.NAME`) that does not hold.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InstallInputs;
+
+#[async_trait::async_trait]
+impl Admission for InstallInputs {
+    async fn admit(
+        &self,
+        attributes: &Attributes<'_>,
+        object: &mut Value,
+        reads: &Reads<'_>,
+    ) -> Result<(), ApiError> {
+        let rt = attributes.rt;
+        if rt.group != outpost_api::GROUP {
+            return Ok(());
+        }
+        let Some(check) = input_check(&rt.kind, object, attributes.old) else {
+            return Ok(());
+        };
+        let Some(apps) = reads.resource(outpost_api::GROUP, outpost_api::VERSION, "apps") else {
+            return Ok(()); // not served here: nothing to check against
+        };
+        let namespace = attributes.namespace();
+        let subject = || Subject::of(rt, attributes.name);
+        let cached = reads
+            .cache(&apps)?
+            .get(namespace, &check.app)
+            .map(|o| o.value())
+            .transpose()?;
+        let app = match cached {
+            Some(app) => Some(app),
+            // Written moments ago (`kubectl apply -f` of an App and its Installs): the
+            // cache may not have it yet.
+            None => reads
+                .store()
+                .get(&apps.key(namespace, &check.app))
+                .await
+                .map_err(|e| ApiError::from_store(e, subject()))?
+                .as_ref()
+                .map(from_store)
+                .transpose()?,
+        };
+        let causes = app.map_or_else(Vec::new, |app| check_inputs(&check, &app));
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::Invalid {
+                subject: subject(),
+                causes,
+            })
+        }
+    }
+}
 
 /// What to check of an Install write.
 #[derive(Debug, PartialEq)]

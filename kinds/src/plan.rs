@@ -2,7 +2,7 @@
 //! subresource: who may move it where ([`outpost_api::plan_lifecycle::allowed`]), which
 //! status fields each writer may change, when a person's approval is needed first, and
 //! the approval itself ([`decide`]). Pure functions over the stored and the new object;
-//! `server/write.rs` and `server/approval.rs` call them. `SECURITY.md` lists the rules.
+//! the admission plugin and the `approval` subresource of [`crate::approval`] call them. `SECURITY.md` lists the rules.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use outpost_api::plan_lifecycle::{
@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 pub const APPROVAL_SUBRESOURCE: &str = "approval";
 
 /// Whether objects of `rt` have the lifecycle and the [`APPROVAL_SUBRESOURCE`] (Plans).
-pub fn has_lifecycle(rt: &crate::registry::ResourceType) -> bool {
+pub fn has_lifecycle(rt: &outpost_apiserver::registry::ResourceType) -> bool {
     rt.group == outpost_api::GROUP && rt.plural == "plans"
 }
 

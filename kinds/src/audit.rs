@@ -12,13 +12,45 @@
 //!   whose name is taken is 409 `AlreadyExists` from the store. Since no event is ever
 //!   deleted, the chain so written has no gaps.
 
+use outpost_apiserver::admission::{Admission, Attributes, Operation, Reads};
+use outpost_apiserver::auth::{User, forbidden_message};
+use outpost_apiserver::registry::ResourceType;
+use outpost_apiserver::request::{ResourceRequest, Verb};
+use outpost_apiserver::status::{ApiError, Subject};
+use outpost_apiserver::storage::Store;
 use serde_json::Value;
 
-use crate::auth::{User, forbidden_message, runner_install};
-use crate::registry::ResourceType;
-use crate::request::{ResourceRequest, Verb};
-use crate::status::{ApiError, Subject};
-use crate::storage::Store;
+use crate::runner_token::runner_install;
+
+/// The admission plugin that keeps the audit log append-only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppendOnlyAuditLog;
+
+#[async_trait::async_trait]
+impl Admission for AppendOnlyAuditLog {
+    fn admit_request(&self, rt: &ResourceType, request: &ResourceRequest) -> Result<(), ApiError> {
+        refuse_change(rt, request)
+    }
+
+    async fn admit(
+        &self,
+        attributes: &Attributes<'_>,
+        object: &mut Value,
+        reads: &Reads<'_>,
+    ) -> Result<(), ApiError> {
+        if attributes.operation != Operation::Create {
+            return Ok(());
+        }
+        admit_create(
+            reads.store(),
+            attributes.rt,
+            attributes.user,
+            attributes.request,
+            object,
+        )
+        .await
+    }
+}
 
 /// Why the audit log refuses changes, said in every 405.
 pub const APPEND_ONLY: &str =
@@ -91,7 +123,7 @@ pub async fn admit_create(
                 .await
                 .map_err(|e| ApiError::from_store(e, subject.clone()))?;
             Some(match kv {
-                Some(kv) => crate::object_meta::from_store(&kv)?,
+                Some(kv) => outpost_apiserver::object_meta::from_store(&kv)?,
                 None => Value::Null,
             })
         }

@@ -1,0 +1,131 @@
+//! Each Outpost kind's own validation rules (from `outpost-api`), the kind's
+//! [`Strategy`]: the server runs them after the schema check so that a request gets
+//! every cause in one 422. A `Policy`'s module must also compile. A Plan's spec is
+//! immutable.
+
+use outpost_api::{FieldError, Validate};
+use outpost_apiserver::strategy::Strategy;
+use serde::Deserialize as _;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The strategy of an Outpost kind.
+#[derive(Clone, Copy, Debug)]
+pub struct KindRules {
+    validate: Option<fn(&Value) -> Vec<FieldError>>,
+    immutable_spec: bool,
+}
+
+impl KindRules {
+    /// The rules of `kind`.
+    pub fn of(kind: &str) -> Self {
+        KindRules {
+            validate: validator(kind),
+            immutable_spec: kind == "Plan",
+        }
+    }
+}
+
+impl Strategy for KindRules {
+    fn validate(&self, object: &Value) -> Vec<FieldError> {
+        self.validate.map(|v| v(object)).unwrap_or_default()
+    }
+
+    fn immutable_spec(&self) -> bool {
+        self.immutable_spec
+    }
+}
+
+/// The validation of an Outpost kind, by kind name.
+pub fn validator(kind: &str) -> Option<fn(&Value) -> Vec<FieldError>> {
+    use outpost_api as k;
+    Some(match kind {
+        "App" => typed::<k::App>,
+        "Component" => typed::<k::Component>,
+        "Action" => typed::<k::Action>,
+        "OperationRole" => typed::<k::OperationRole>,
+        "Policy" => policy,
+        "Install" => typed::<k::Install>,
+        "InstallStack" => typed::<k::InstallStack>,
+        "Runner" => typed::<k::Runner>,
+        "Plan" => typed::<k::Plan>,
+        "DriftReport" => typed::<k::DriftReport>,
+        "AuditEvent" => typed::<k::AuditEvent>,
+        "Rollout" => typed::<k::Rollout>,
+        _ => return None,
+    })
+}
+
+fn typed<K: DeserializeOwned + Validate>(object: &Value) -> Vec<FieldError> {
+    match K::deserialize(object) {
+        Ok(typed) => typed.validate(),
+        Err(err) => vec![FieldError::invalid("", "", err.to_string())],
+    }
+}
+
+/// A `Policy`'s validation, plus its module compiling (`spec.module`, naming the line
+/// and column of the first error).
+fn policy(object: &Value) -> Vec<FieldError> {
+    let policy = match outpost_api::Policy::deserialize(object) {
+        Ok(policy) => policy,
+        Err(err) => return vec![FieldError::invalid("", "", err.to_string())],
+    };
+    let mut errors = policy.validate();
+    // A missing or misplaced package is already reported by `validate`.
+    if errors.iter().all(|e| e.field != "spec.module")
+        && let Err(err) = outpost_policy::compile("spec.module", &policy.spec.module)
+    {
+        let line = policy
+            .spec
+            .module
+            .lines()
+            .nth(err.line.saturating_sub(1) as usize)
+            .unwrap_or_default()
+            .trim();
+        errors.push(FieldError::invalid(
+            "spec.module",
+            line,
+            format!("{}:{}: {}", err.line, err.column, err.message),
+        ));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy_object(module: &str) -> Value {
+        json!({
+            "apiVersion": "outpost.dev/v1alpha1",
+            "kind": "Policy",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"inputs": ["terraform"], "module": module},
+        })
+    }
+
+    #[test]
+    fn policy_modules_must_compile() {
+        let validate = validator("Policy").expect("Policy has a validator");
+        let ok = "package outpost.p\n\ndeny contains \"x\" if input.bad\n";
+        assert_eq!(validate(&policy_object(ok)), vec![]);
+
+        let broken = "package outpost.p\n\ndeny contains msg if {\n  input.a == = 1\n}\n";
+        let errors = validate(&policy_object(broken));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "spec.module");
+        assert_eq!(
+            errors[0].message,
+            "Invalid value: \"input.a == = 1\": 4:14: expecting expression"
+        );
+    }
+
+    #[test]
+    fn package_errors_are_reported_once() {
+        let validate = validator("Policy").expect("Policy has a validator");
+        let errors = validate(&policy_object("package main\n"));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].message.contains("outpost.<name>"), "{errors:?}");
+    }
+}
