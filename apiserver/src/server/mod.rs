@@ -5,7 +5,6 @@
 //! Kubernetes `Status` objects.
 
 mod approval;
-mod bench;
 mod body;
 mod connection;
 mod discovery;
@@ -35,9 +34,6 @@ use crate::status::ApiError;
 use crate::storage::{InstrumentedStore, Store, StoreError};
 use crate::watch_cache::{CacheSet, Progress, WatchCache};
 
-pub use bench::{
-    ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
-};
 pub use body::decode_object;
 pub use connection::{ConnectionLimits, ConnectionMetrics};
 pub use inflight::{InflightLimits, Refusal};

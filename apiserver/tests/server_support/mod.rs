@@ -10,7 +10,8 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use outpost_apiserver::auth::{ADMINS, TokenFile, User, VIEWERS};
 use outpost_apiserver::server::{ApiServer, ServerConfig};
-use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, Store, ThrowawayEtcd};
+use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, EtcdStore, Store};
+use outpost_testing::ThrowawayEtcd;
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -46,7 +47,11 @@ impl TestStore {
             .await
             .expect("etcd starts (run `./x deps` to install it)");
         TestStore {
-            store: Arc::new(etcd.connect().await.expect("etcd answers")),
+            store: Arc::new(
+                EtcdStore::connect(&[etcd.endpoint().to_owned()])
+                    .await
+                    .expect("etcd answers"),
+            ),
             _keep: Box::new(etcd),
         }
     }
