@@ -9,6 +9,8 @@
 //! * [`status`]: every HTTP error as a Kubernetes `Status`;
 //! * [`storage`]: the store trait and its etcd and embedded backends;
 //! * [`standin_cluster`]: the common Kubernetes kinds, API-only, for `--standin-cluster`.
+//!
+//! The design (following one request, watch caches, fencing): `docs/ARCHITECTURE.md`.
 
 pub mod admission;
 pub mod auth;

@@ -1,6 +1,8 @@
 //! `outpost`: the control plane's processes and the command-line verbs. Also the
 //! kubectl plugin `kubectl-outpost` (the same binary under that name, so that
 //! `kubectl outpost status` works).
+//!
+//! The processes and commands in the design: `docs/ARCHITECTURE.md` ("Commands").
 
 mod approval;
 mod audit;

@@ -172,6 +172,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let server = ApiServer::new(store, config)
         .await
         .context("cannot start the watch caches")?;
+    // The dashboard under `/ui`, beside the API, over the server's public interface.
+    let server = outpost_dashboard::mount(server);
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     listener.set_nonblocking(true)?;

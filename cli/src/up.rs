@@ -88,7 +88,7 @@ async fn serve(
     if standin_cluster {
         config.registry = config.registry.with_standin_cluster();
     }
-    let server = ApiServer::new(Arc::new(store), config).await?;
+    let server = outpost_dashboard::mount(ApiServer::new(Arc::new(store), config).await?);
     let listener = std::net::TcpListener::bind(listen).with_context(|| {
         format!("cannot listen on {listen} (pass a flag to choose another address)")
     })?;

@@ -1,6 +1,8 @@
 //! Outpost's controllers: independent reconcilers, one concern each, built on
 //! `kube::runtime::Controller` against Outpost's API server, and the pure logic they
 //! share (templates, the role precedence chain, app validation, install stacks).
+//!
+//! The design (each controller, the Plan lifecycle, rollouts): `docs/ARCHITECTURE.md`.
 
 pub mod app_cache;
 pub mod app_check;

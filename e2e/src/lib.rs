@@ -4,6 +4,8 @@
 //! ([`PushTestImage`]), the runner's work dirs ([`work_dirs`]), the store opened around
 //! the API ([`EditStore`]), and the test runner binary (`src/bin/outpost-test-runner.rs`).
 //! Nothing depends on this crate, so it may depend on both.
+//!
+//! What the tests prove, by design rule: `docs/ARCHITECTURE.md` and `SECURITY.md`.
 
 use outpost_testing::{ControlPlane, Registry};
 

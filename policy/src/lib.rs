@@ -5,6 +5,9 @@
 //! documents as needed with [`evaluate`]. What each [`PolicyInput`] kind looks like
 //! to a policy is described in [`input`].
 //!
+//! Where policies are enforced in the design: `docs/ARCHITECTURE.md` ("Where policy is
+//! enforced").
+//!
 //! ```no_run
 //! use outpost_api::{Enforcement, PolicyInput};
 //! use outpost_policy::{PolicyMeta, compile, evaluate};

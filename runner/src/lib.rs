@@ -6,7 +6,8 @@
 //! reports outputs, watches for drift and signs an audit log of every step.
 //!
 //! The runner never depends on the apiserver crate: it is a plain Kubernetes client.
-//! How it recovers after a crash is described in `RECOVERY.md`.
+//! How it recovers after a crash is described in `RECOVERY.md`; where it sits in the
+//! design, in `docs/ARCHITECTURE.md`.
 
 pub mod anchor;
 pub mod audit;

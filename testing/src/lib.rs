@@ -13,7 +13,8 @@
 //!
 //! It depends on no Outpost crate but `outpost-api`, so the API server's and the
 //! runner's own tests can use it without a dependency cycle; what needs the runner (the
-//! test runner binary, the example image) stays in `outpost-e2e`.
+//! test runner binary, the example image) stays in `outpost-e2e`. The design the tests
+//! prove: [`docs/ARCHITECTURE.md`](../../docs/ARCHITECTURE.md).
 
 pub mod approve;
 pub mod browser;

@@ -139,12 +139,7 @@ async fn answer_as(
     path: String,
     user: User,
 ) -> Result<Response, ApiError> {
-    let access = if eks_token::is_eks_user(&user) {
-        rbac::authorize(&rbac_objects(state, &info)?, &user, &info)
-    } else {
-        state.config.authorizer.authorize(&user, &info)
-    }
-    .map_err(ApiError::Forbidden)?;
+    let access = authorize(state, &user, &info)?;
     let resource = match info {
         RequestInfo::NonResource { .. } => {
             if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -292,6 +287,17 @@ fn rbac_objects(state: &ServerState, info: &RequestInfo) -> Result<rbac::RbacObj
             Vec::new()
         },
     })
+}
+
+/// What `info` of `user` may touch: RBAC for the stand-in cluster's EKS users, the
+/// configured authorizer for everyone else.
+pub fn authorize(state: &ServerState, user: &User, info: &RequestInfo) -> Result<Access, ApiError> {
+    if eks_token::is_eks_user(user) {
+        rbac::authorize(&rbac_objects(state, info)?, user, info)
+    } else {
+        state.config.authorizer.authorize(user, info)
+    }
+    .map_err(ApiError::Forbidden)
 }
 
 /// The user a bearer token belongs to (the dashboard's session cookie carries one too).

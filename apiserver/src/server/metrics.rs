@@ -194,12 +194,14 @@ impl Metrics {
             }
         }
         render_limits(&mut out, state);
-        let _ = writeln!(
-            out,
-            "# HELP outpost_ui_fleet_snapshots_total Fleet snapshots built for the dashboard's live updates (shared by every stream).\n# TYPE outpost_ui_fleet_snapshots_total counter\noutpost_ui_fleet_snapshots_total {}\n# HELP outpost_ui_fleet_streams Open /ui/events streams.\n# TYPE outpost_ui_fleet_streams gauge\noutpost_ui_fleet_streams {}",
-            state.fleet_feed.builds(),
-            state.fleet_feed.streams()
-        );
+        for source in state
+            .extra_metrics
+            .read()
+            .expect("metrics sources lock")
+            .iter()
+        {
+            source.render(&mut out);
+        }
         state.store_metrics.render(&mut out);
         out.push_str("# HELP outpost_watch_cache_objects Objects in the watch cache by resource.\n# TYPE outpost_watch_cache_objects gauge\n");
         let mut stats: Vec<_> = state

@@ -9,13 +9,13 @@ mod body;
 mod connection;
 mod discovery;
 mod dispatch;
+mod extension;
 mod fence;
 mod inflight;
 mod list;
 mod metrics;
 mod objects;
 mod runner_token;
-mod ui;
 mod watch;
 mod write;
 
@@ -36,6 +36,7 @@ use crate::watch_cache::{CacheSet, Progress, WatchCache};
 
 pub use body::decode_object;
 pub use connection::{ConnectionLimits, ConnectionMetrics};
+pub use extension::{ApiHandle, CacheReader, MetricsSource};
 pub use inflight::{InflightLimits, Refusal};
 pub use metrics::{Metrics, StoreMetrics};
 
@@ -91,10 +92,8 @@ pub(crate) struct ServerState {
     pub inflight: inflight::Inflight,
     /// Connections closed by their clock.
     pub connection_metrics: Arc<ConnectionMetrics>,
-    /// The dashboard's sessions.
-    pub sessions: ui::Sessions,
-    /// The live fleet every `/ui/events` stream reads.
-    pub fleet_feed: ui::FleetFeed,
+    /// Lines that code mounted beside the API adds to `/metrics`.
+    pub extra_metrics: std::sync::RwLock<Vec<Arc<dyn MetricsSource>>>,
 }
 
 impl ServerState {
@@ -119,6 +118,8 @@ impl ServerState {
 #[derive(Clone)]
 pub struct ApiServer {
     state: Arc<ServerState>,
+    /// Routes mounted beside the API ([`ApiServer::mount`]), matched first.
+    mounted: Router,
 }
 
 impl ApiServer {
@@ -137,23 +138,47 @@ impl ApiServer {
                 store,
                 inflight: inflight::Inflight::new(config.inflight),
                 connection_metrics: Arc::default(),
-                sessions: ui::Sessions::default(),
-                fleet_feed: ui::FleetFeed::default(),
+                extra_metrics: std::sync::RwLock::default(),
                 config,
                 caches,
                 progress,
                 metrics: Metrics::default(),
                 store_metrics,
             }),
+            mounted: Router::new(),
         })
     }
 
-    /// The HTTP routes: the dashboard under `/ui`, every other path to one dispatcher.
+    /// The server's public interface for code served beside the API (the dashboard):
+    /// read the watch caches, authenticate and authorize as the API does, and send
+    /// requests through the API's own handler. See [`ApiHandle`].
+    pub fn handle(&self) -> ApiHandle {
+        ApiHandle::new(self.state.clone())
+    }
+
+    /// Serves `routes` beside the API: they are matched first, and every path they do
+    /// not match goes to the API's handler (the CLI mounts the dashboard under `/ui`).
+    pub fn mount(mut self, routes: Router) -> Self {
+        self.mounted = self.mounted.merge(routes);
+        self
+    }
+
+    /// Appends `source`'s lines to `/metrics`.
+    pub fn add_metrics(&self, source: Arc<dyn MetricsSource>) {
+        self.state
+            .extra_metrics
+            .write()
+            .expect("metrics sources lock")
+            .push(source);
+    }
+
+    /// The HTTP routes: those [mounted](ApiServer::mount) beside the API, every other
+    /// path to one dispatcher.
     pub fn router(&self) -> Router {
-        ui::routes()
+        let api = Router::new()
             .fallback(handle)
-            .layer(axum::middleware::from_fn(ui::frame_guard))
-            .with_state(self.state.clone())
+            .with_state(self.state.clone());
+        self.mounted.clone().fallback_service(api)
     }
 
     /// The store the server serves.

@@ -5,6 +5,8 @@
 //! Counted through `/metrics` (`outpost_ui_fleet_snapshots_total`,
 //! `outpost_ui_fleet_streams`, `outpost_watch_cache_objects_read_total`).
 
+// The API server in the test process (shared with the API server's own tests).
+#[path = "../../apiserver/tests/server_support/mod.rs"]
 mod server_support;
 
 use std::time::Duration;
@@ -167,7 +169,7 @@ impl Stream {
 
 async fn live_updates_share_one_snapshot(store: TestStore) {
     example_fleet(&store).await;
-    let server = store.server().await;
+    let server = outpost_dashboard::mount(store.server().await);
     assert_eq!(
         metric(&server, SNAPSHOTS).await,
         0,
@@ -261,7 +263,7 @@ async fn pages_read_one_install(store: TestStore) {
             .put("auditevents", &audit_event("globex", i, &name))
             .await;
     }
-    let server = store.server().await;
+    let server = outpost_dashboard::mount(store.server().await);
 
     let mut shown = Vec::new();
     for token in [ADMIN, VIEWER] {

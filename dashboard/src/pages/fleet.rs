@@ -11,12 +11,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{Markup, PreEscaped, html};
 use serde::Deserialize;
 
-use super::super::cells::{self, CellState, Fleet, Row};
-use super::super::events::load_fleet;
-use super::super::session::Session;
 use super::layout::{api_error, error_page, page as shell};
-use crate::selectors::LabelSelector;
-use crate::server::ServerState;
+use crate::Dashboard;
+use crate::cells::{self, CellState, Fleet, Row};
+use crate::events::load_fleet;
+use crate::session::Session;
+use outpost_apiserver::selectors::LabelSelector;
 
 /// The fleet page's filters (`GET` form fields).
 #[derive(Debug, Default, Deserialize)]
@@ -85,7 +85,7 @@ impl Filter {
 /// `GET /ui`.
 pub async fn page(
     session: Session,
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<Dashboard>>,
     Query(filters): Query<Filters>,
 ) -> Response {
     let filter = match Filter::parse(&filters) {

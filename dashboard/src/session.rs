@@ -21,9 +21,9 @@ use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
 use super::pages::login;
-use crate::auth::{ADMINS, User};
-use crate::server::ServerState;
-use crate::server::dispatch::authenticate_token;
+use crate::Dashboard;
+use outpost_api::plan_lifecycle::APPROVERS;
+use outpost_apiserver::auth::{ADMINS, User};
 
 /// The session cookie: the session id, base64url.
 pub const COOKIE: &str = "outpost_session";
@@ -130,9 +130,10 @@ impl Session {
         }
     }
 
-    /// Whether the user may approve and deny Plans (an approver or an admin).
+    /// Whether the user may approve and deny Plans (an approver or an admin, the groups
+    /// the server's approval check admits; the API still decides every request).
     pub fn may_decide(&self) -> bool {
-        crate::server::approval::may_decide(&self.user)
+        self.is_admin() || self.user.groups.iter().any(|g| g == APPROVERS)
     }
 
     /// The CSRF token forms must echo: bound to the session's id, so another site
@@ -190,12 +191,12 @@ fn cookie_session(headers: &http::HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-impl FromRequestParts<Arc<ServerState>> for Session {
+impl FromRequestParts<Arc<Dashboard>> for Session {
     type Rejection = LoginRequired;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &Arc<ServerState>,
+        state: &Arc<Dashboard>,
     ) -> Result<Self, Self::Rejection> {
         let next = parts
             .uri
@@ -209,7 +210,9 @@ impl FromRequestParts<Arc<ServerState>> for Session {
         };
         // The token again, so a token removed from the token file or a rotated runner
         // token ends the session at once.
-        let user = authenticate_token(state, &token)
+        let user = state
+            .api
+            .authenticate(&token)
             .await
             .map_err(|_| LoginRequired { next })?;
         Ok(Session { user, token, id })
@@ -244,10 +247,10 @@ pub struct LoginForm {
 
 /// `POST /ui/login`: checks the token like a bearer token, opens a session and sets
 /// its id as the cookie.
-pub async fn login(State(state): State<Arc<ServerState>>, Form(form): Form<LoginForm>) -> Response {
+pub async fn login(State(state): State<Arc<Dashboard>>, Form(form): Form<LoginForm>) -> Response {
     let next = safe_next(form.next.as_deref()).to_owned();
     let token = form.token.trim();
-    match authenticate_token(&state, token).await {
+    match state.api.authenticate(token).await {
         Ok(user) => {
             tracing::info!(user = %user.name, "dashboard login");
             let id = state.sessions.open(token, &user.name);
@@ -272,7 +275,7 @@ pub async fn login(State(state): State<Arc<ServerState>>, Form(form): Form<Login
 }
 
 /// `POST /ui/logout`: ends the session (its id no longer works) and drops the cookie.
-pub async fn logout(State(state): State<Arc<ServerState>>, headers: http::HeaderMap) -> Response {
+pub async fn logout(State(state): State<Arc<Dashboard>>, headers: http::HeaderMap) -> Response {
     if let Some(id) = cookie_session(&headers) {
         state.sessions.close(&id);
     }

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::decide::{api_call, refused};
 use super::pages::layout::error_page;
 use super::session::Session;
-use crate::server::ServerState;
+use crate::Dashboard;
 
 /// How long the handler waits for the Install controller's Plan before it says so.
 const PLAN_WITHIN: Duration = Duration::from_secs(10);
@@ -37,7 +37,7 @@ pub struct TriggerForm {
 /// `POST /ui/installs/{namespace}/{name}/trigger`: requests the Plan and opens it.
 pub async fn trigger(
     session: Session,
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<Dashboard>>,
     Path((namespace, install)): Path<(String, String)>,
     Form(form): Form<TriggerForm>,
 ) -> Response {

@@ -14,13 +14,13 @@ use outpost_api::{
     Plan, Runner, TriggerKind,
 };
 
-use super::super::cells::{self, FleetObjects};
-use super::super::data::{get, list_in, list_of_install};
-use super::super::session::Session;
 use super::layout::{object_page, short, short_hash, when};
 use super::plan::{duration, phase_pill, role_text, verdict_pills};
-use crate::server::ServerState;
-use crate::status::ApiError;
+use crate::Dashboard;
+use crate::cells::{self, FleetObjects};
+use crate::data::{get, list_in, list_of_install};
+use crate::session::Session;
+use outpost_apiserver::status::ApiError;
 
 /// How many audit events the page lists (the badge verifies all of them).
 const AUDIT_ROWS: usize = 50;
@@ -28,7 +28,7 @@ const AUDIT_ROWS: usize = 50;
 /// `GET /ui/installs/{namespace}/{name}`.
 pub async fn page(
     session: Session,
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<Dashboard>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     let rendered = render(&session, &state, &namespace, &name).await;
@@ -54,7 +54,7 @@ fn of<'a, T>(
 
 async fn render(
     session: &Session,
-    state: &ServerState,
+    state: &Dashboard,
     namespace: &str,
     name: &str,
 ) -> Result<Option<Markup>, ApiError> {

@@ -13,14 +13,14 @@ use outpost_api::{
     Install, InstallProgress, InstallProgressState, Rollout, RolloutPhase, WaveStatus,
 };
 
-use super::super::data::{get, list};
-use super::super::session::Session;
 use super::layout::{age, api_error, object_page, page as shell, short, short_hash, when};
-use crate::server::ServerState;
-use crate::status::ApiError;
+use crate::Dashboard;
+use crate::data::{get, list};
+use crate::session::Session;
+use outpost_apiserver::status::ApiError;
 
 /// `GET /ui/rollouts`.
-pub async fn list_page(session: Session, State(state): State<Arc<ServerState>>) -> Response {
+pub async fn list_page(session: Session, State(state): State<Arc<Dashboard>>) -> Response {
     let mut rollouts = match list::<Rollout>(&state, &session.user, "rollouts").await {
         Ok(r) => r,
         Err(err) => return api_error(Some(&session), &err),
@@ -72,7 +72,7 @@ pub async fn list_page(session: Session, State(state): State<Arc<ServerState>>) 
 /// `GET /ui/rollouts/{namespace}/{name}`.
 pub async fn page(
     session: Session,
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<Dashboard>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     let rendered = render(&session, &state, &namespace, &name).await;
@@ -87,7 +87,7 @@ pub async fn page(
 
 async fn render(
     session: &Session,
-    state: &ServerState,
+    state: &Dashboard,
     namespace: &str,
     name: &str,
 ) -> Result<Option<Markup>, ApiError> {

@@ -15,6 +15,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -28,11 +29,12 @@ use tokio_stream::StreamMap;
 use super::cells::{self, FleetObjects};
 use super::data::{decode_all, resource_type, visible};
 use super::events::fleet_payload;
-use crate::auth::Access;
-use crate::server::ServerState;
-use crate::status::ApiError;
-use crate::storage::Revision;
-use crate::watch_cache::{CachedEvent, CachedObject};
+use crate::Dashboard;
+use outpost_apiserver::auth::Access;
+use outpost_apiserver::server::MetricsSource;
+use outpost_apiserver::status::ApiError;
+use outpost_apiserver::storage::Revision;
+use outpost_apiserver::watch_cache::{CachedEvent, CachedObject};
 
 /// The kinds the fleet matrix is computed from.
 pub const KINDS: [&str; 6] = [
@@ -171,6 +173,17 @@ impl Drop for StreamGuard<'_> {
     }
 }
 
+impl MetricsSource for FleetFeed {
+    fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP outpost_ui_fleet_snapshots_total Fleet snapshots built for the dashboard's live updates (shared by every stream).\n# TYPE outpost_ui_fleet_snapshots_total counter\noutpost_ui_fleet_snapshots_total {}\n# HELP outpost_ui_fleet_streams Open /ui/events streams.\n# TYPE outpost_ui_fleet_streams gauge\noutpost_ui_fleet_streams {}",
+            self.builds(),
+            self.streams()
+        );
+    }
+}
+
 impl FleetFeed {
     /// Snapshots built since the server started (one per burst of changes, and one
     /// per clock tick that changed the matrix), whatever the number of streams.
@@ -191,7 +204,7 @@ impl FleetFeed {
 
     /// The live share: the running one, or a new one when no stream holds one (or its
     /// task stopped).
-    pub async fn join(&self, state: &ServerState) -> Result<Arc<FleetShare>, ApiError> {
+    pub async fn join(&self, state: &Dashboard) -> Result<Arc<FleetShare>, ApiError> {
         let mut current = self.share.lock().await;
         if let Some(share) = current.upgrade()
             && share.snapshots.has_changed().is_ok()
@@ -203,12 +216,12 @@ impl FleetFeed {
         Ok(share)
     }
 
-    fn start(&self, state: &ServerState) -> Result<FleetShare, ApiError> {
+    fn start(&self, state: &Dashboard) -> Result<FleetShare, ApiError> {
         let mut streams = StreamMap::new();
         let mut kinds = Vec::new();
         for (i, plural) in KINDS.into_iter().enumerate() {
             let rt = resource_type(state, plural)?;
-            let cache = state.cache(&rt)?.clone();
+            let cache = state.api.cache(&rt)?;
             // The objects and the subscription together: no change falls between them.
             let (snapshot, live) = cache.list_and_subscribe(None, None, |_| true);
             kinds.push(Kind {

@@ -22,12 +22,12 @@ use super::data::{list, list_access};
 use super::fleet_feed::{CLOCK, KINDS};
 use super::pages::layout::api_error;
 use super::session::Session;
-use crate::auth::{Access, User};
-use crate::server::ServerState;
-use crate::status::ApiError;
+use crate::Dashboard;
+use outpost_apiserver::auth::{Access, User};
+use outpost_apiserver::status::ApiError;
 
 /// What the fleet matrix is computed from, for `user` (the fleet page: read once).
-pub async fn load_fleet(state: &ServerState, user: &User) -> Result<FleetObjects, ApiError> {
+pub async fn load_fleet(state: &Dashboard, user: &User) -> Result<FleetObjects, ApiError> {
     Ok(FleetObjects {
         installs: list(state, user, "installs").await?,
         apps: list(state, user, "apps").await?,
@@ -63,7 +63,7 @@ pub fn fleet_payload(fleet: &cells::Fleet) -> Value {
 }
 
 /// `GET /ui/events`.
-pub async fn fleet_events(session: Session, State(state): State<Arc<ServerState>>) -> Response {
+pub async fn fleet_events(session: Session, State(state): State<Arc<Dashboard>>) -> Response {
     // Authorized as a list of each kind, as the fleet page is.
     let access = match KINDS
         .into_iter()

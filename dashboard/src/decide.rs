@@ -17,8 +17,7 @@ use serde_json::Value;
 
 use super::pages::layout::error_page;
 use super::session::Session;
-use crate::server::ServerState;
-use crate::server::dispatch::dispatch;
+use crate::Dashboard;
 
 /// The approve and deny forms' fields.
 #[derive(Deserialize)]
@@ -34,7 +33,7 @@ pub struct Decision {
 /// `POST /ui/plans/{namespace}/{name}/approve`.
 pub async fn approve(
     session: Session,
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<Dashboard>>,
     Path((namespace, name)): Path<(String, String)>,
     Form(form): Form<Decision>,
 ) -> Response {
@@ -44,7 +43,7 @@ pub async fn approve(
 /// `POST /ui/plans/{namespace}/{name}/deny`.
 pub async fn deny(
     session: Session,
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<Dashboard>>,
     Path((namespace, name)): Path<(String, String)>,
     Form(form): Form<Decision>,
 ) -> Response {
@@ -53,7 +52,7 @@ pub async fn deny(
 
 /// Sends one request through the API's handler as the session's user.
 pub(super) async fn api_call(
-    state: &Arc<ServerState>,
+    state: &Arc<Dashboard>,
     session: &Session,
     method: Method,
     path: &str,
@@ -71,7 +70,7 @@ pub(super) async fn api_call(
     let request = request
         .body(body)
         .expect("a request built from a valid path and headers");
-    let response = dispatch(state.clone(), request).await;
+    let response = state.api.call(request).await;
     let status = response.status();
     let bytes = response
         .into_body()
@@ -87,7 +86,7 @@ pub(super) async fn api_call(
 
 async fn decide(
     session: Session,
-    state: Arc<ServerState>,
+    state: Arc<Dashboard>,
     namespace: String,
     name: String,
     form: Decision,

@@ -9,10 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::html;
 use outpost_api::{DriftReport, Enforcement, Plan, Policy};
 
-use super::super::data::list;
-use super::super::session::Session;
 use super::layout::{api_error, page as shell, when};
-use crate::server::ServerState;
+use crate::Dashboard;
+use crate::data::list;
+use crate::session::Session;
 
 /// One violation of a policy.
 struct Violation {
@@ -26,9 +26,9 @@ struct Violation {
 }
 
 /// `GET /ui/policies`.
-pub async fn page(session: Session, State(state): State<Arc<ServerState>>) -> Response {
+pub async fn page(session: Session, State(state): State<Arc<Dashboard>>) -> Response {
     let loaded = async {
-        Ok::<_, crate::status::ApiError>((
+        Ok::<_, outpost_apiserver::status::ApiError>((
             list::<Policy>(&state, &session.user, "policies").await?,
             list::<Plan>(&state, &session.user, "plans").await?,
             list::<DriftReport>(&state, &session.user, "driftreports").await?,

@@ -5,9 +5,9 @@ use http::StatusCode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use crate::status::ApiError;
+use outpost_apiserver::status::ApiError;
 
-use super::super::session::Session;
+use crate::session::Session;
 
 /// The one stylesheet.
 const STYLE: &str = r#"

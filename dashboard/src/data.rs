@@ -8,38 +8,32 @@ use http::Method;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::auth::{Access, SCOPE_FIELD, User};
-use crate::registry::ResourceType;
-use crate::request::RequestInfo;
-use crate::selectors::Selectable;
-use crate::server::ServerState;
-use crate::status::ApiError;
-use crate::storage::Revision;
+use crate::Dashboard;
+use outpost_apiserver::auth::{Access, SCOPE_FIELD, User};
+use outpost_apiserver::registry::ResourceType;
+use outpost_apiserver::request::RequestInfo;
+use outpost_apiserver::selectors::Selectable;
+use outpost_apiserver::status::ApiError;
+use outpost_apiserver::storage::Revision;
 
-/// The API group of Outpost's kinds.
-const GROUP: &str = "outpost.dev";
-/// Their version.
-const VERSION: &str = "v1alpha1";
+use outpost_api::{GROUP, VERSION};
 
 /// The served type of an Outpost kind by plural.
-pub fn resource_type(state: &ServerState, plural: &str) -> Result<Arc<ResourceType>, ApiError> {
+pub fn resource_type(state: &Dashboard, plural: &str) -> Result<Arc<ResourceType>, ApiError> {
     state
-        .outpost_type(plural)
+        .api
+        .resource_type(GROUP, VERSION, plural)
         .ok_or_else(|| ApiError::Internal(format!("{plural}.{GROUP} is not served")))
 }
 
 /// What `user` may list of `plural` in every namespace, as the API's authorizer says.
-pub fn list_access(state: &ServerState, user: &User, plural: &str) -> Result<Access, ApiError> {
+pub fn list_access(state: &Dashboard, user: &User, plural: &str) -> Result<Access, ApiError> {
     let info = RequestInfo::parse(
         &Method::GET,
         &format!("/apis/{GROUP}/{VERSION}/{plural}"),
         false,
     );
-    state
-        .config
-        .authorizer
-        .authorize(user, &info)
-        .map_err(ApiError::Forbidden)
+    state.api.authorize(user, &info)
 }
 
 /// Whether `access` lets the user see `object`.
@@ -53,7 +47,7 @@ pub fn visible(access: &Access, object: &(impl Selectable + ?Sized)) -> bool {
 /// Every object of `plural` the user may see, as JSON, and the revision they were read
 /// at: from the watch cache, as the API serves lists.
 pub async fn list_values(
-    state: &ServerState,
+    state: &Dashboard,
     user: &User,
     plural: &str,
 ) -> Result<(Vec<Value>, Revision), ApiError> {
@@ -64,7 +58,7 @@ pub async fn list_values(
 /// that belong to `install` (`spec.install`) when given: then read through the watch
 /// cache's install index, which looks only at that install's objects.
 fn cached_values(
-    state: &ServerState,
+    state: &Dashboard,
     user: &User,
     plural: &str,
     namespace: Option<&str>,
@@ -72,7 +66,7 @@ fn cached_values(
 ) -> Result<(Vec<Value>, Revision), ApiError> {
     let access = list_access(state, user, plural)?;
     let rt = resource_type(state, plural)?;
-    let snapshot = state.cache(&rt)?.list(namespace, install, |object| {
+    let snapshot = state.api.cache(&rt)?.list(namespace, install, |object| {
         install.is_none_or(|i| object.field(SCOPE_FIELD) == i) && visible(&access, object)
     });
     let objects = snapshot
@@ -86,7 +80,7 @@ fn cached_values(
 /// Every object of `plural` the user may see, typed (objects that do not decode as `K`
 /// are skipped with a warning: the page shows what it can).
 pub async fn list<K: DeserializeOwned>(
-    state: &ServerState,
+    state: &Dashboard,
     user: &User,
     plural: &str,
 ) -> Result<Vec<K>, ApiError> {
@@ -96,7 +90,7 @@ pub async fn list<K: DeserializeOwned>(
 
 /// Every object of `plural` in `namespace` the user may see, typed.
 pub fn list_in<K: DeserializeOwned>(
-    state: &ServerState,
+    state: &Dashboard,
     user: &User,
     plural: &str,
     namespace: &str,
@@ -108,7 +102,7 @@ pub fn list_in<K: DeserializeOwned>(
 /// The objects of `plural` in `namespace` that belong to `install` and the user may
 /// see, typed, read by the install index (not by scanning the fleet).
 pub fn list_of_install<K: DeserializeOwned>(
-    state: &ServerState,
+    state: &Dashboard,
     user: &User,
     plural: &str,
     namespace: &str,
@@ -121,7 +115,7 @@ pub fn list_of_install<K: DeserializeOwned>(
 /// The object `namespace/name` of `plural`, typed, if the user may see it (authorized
 /// as a [`list`] is, so a runner token sees only its install's): one cache lookup.
 pub async fn get<K: DeserializeOwned>(
-    state: &ServerState,
+    state: &Dashboard,
     user: &User,
     plural: &str,
     namespace: &str,
@@ -130,6 +124,7 @@ pub async fn get<K: DeserializeOwned>(
     let access = list_access(state, user, plural)?;
     let rt = resource_type(state, plural)?;
     let found = state
+        .api
         .cache(&rt)?
         .get(Some(namespace), name)
         .filter(|object| visible(&access, object.as_ref()))

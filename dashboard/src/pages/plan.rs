@@ -11,17 +11,17 @@ use maud::{Markup, html};
 use outpost_api::plan_lifecycle::{ApprovalDecision, PlanDiff};
 use outpost_api::{AuditEvent, AuditEventType, Enforcement, Plan, PlanPhase, RoleLevel, Verdict};
 
-use super::super::data::{get, list_of_install};
-use super::super::session::Session;
 use super::install::entity_text;
 use super::layout::{object_page, pretty, when, yaml};
-use crate::server::ServerState;
-use crate::status::ApiError;
+use crate::Dashboard;
+use crate::data::{get, list_of_install};
+use crate::session::Session;
+use outpost_apiserver::status::ApiError;
 
 /// `GET /ui/plans/{namespace}/{name}`.
 pub async fn page(
     session: Session,
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<Dashboard>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     let rendered = render(&session, &state, &namespace, &name).await;
@@ -115,7 +115,7 @@ pub fn phase_pill(plan: &Plan) -> Markup {
 
 async fn render(
     session: &Session,
-    state: &ServerState,
+    state: &Dashboard,
     namespace: &str,
     name: &str,
 ) -> Result<Option<Markup>, ApiError> {
