@@ -1,10 +1,11 @@
 //! `outpost bench`: benchmarks that print ratios against a baseline measured in the
-//! same run, because the machines are shared and noisy.
+//! same run, because the machines are shared and noisy. The benchmarks are
+//! `outpost-bench`'s; this is their command line.
 
 use std::time::Duration;
 
-use outpost_apiserver::server::ApiBench;
-use outpost_apiserver::storage::StoreBench;
+use outpost_bench::api::ApiBench;
+use outpost_bench::store::StoreBench;
 
 /// The benchmarks.
 #[derive(clap::Subcommand)]
@@ -83,7 +84,7 @@ pub enum BenchCommand {
             value_delimiter = ',',
             default_value = "embedded,etcd"
         )]
-        store: Vec<crate::bench_fleet::Backend>,
+        store: Vec<outpost_bench::fleet::Backend>,
         /// Approvals whose dispatch latency is measured (0 skips the dispatch phase).
         #[arg(long, default_value_t = 500)]
         dispatch_samples: usize,
@@ -132,7 +133,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             components,
             timeout_seconds,
         } => {
-            let bench = crate::bench_controllers::ControllersBench {
+            let bench = outpost_bench::controllers::ControllersBench {
                 installs,
                 components,
                 timeout: Duration::from_secs(timeout_seconds),
@@ -152,7 +153,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             timeout_seconds,
             logs,
         } => {
-            let bench = crate::bench_fleet::FleetBench {
+            let bench = outpost_bench::fleet::FleetBench {
                 installs,
                 components,
                 backends: store,
@@ -160,6 +161,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 dispatch_gap: Duration::from_millis(dispatch_gap_ms.max(1)),
                 timeout: Duration::from_secs(timeout_seconds),
                 logs,
+                open_files: crate::limits::raise_open_files()?,
             };
             eprintln!(
                 "running the fleet benchmark ({installs} installs x {components} components)..."
@@ -173,7 +175,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             burst,
             bursts,
         } => {
-            let bench = crate::bench_runner::RunnerBench {
+            let bench = outpost_bench::runner::RunnerBench {
                 plans,
                 gap: Duration::from_millis(gap_ms),
                 burst,
@@ -187,7 +189,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             print!("{report}");
         }
         BenchCommand::RunnerFootprint { idle_seconds } => {
-            let bench = crate::bench_runner_footprint::RunnerFootprint {
+            let bench = outpost_bench::runner_footprint::RunnerFootprint {
                 idle: Duration::from_secs(idle_seconds),
             };
             eprintln!("measuring the runner's footprint...");

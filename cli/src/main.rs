@@ -7,10 +7,6 @@
 mod approval;
 mod audit;
 mod bench;
-mod bench_controllers;
-mod bench_fleet;
-mod bench_runner;
-mod bench_runner_footprint;
 mod client;
 mod controllers;
 mod diff;

@@ -10,9 +10,9 @@ use outpost_controllers::install_stack::{StackOptions, render_install_stack};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// moto's fixed account id.
@@ -110,53 +110,22 @@ fn cfn_lint_finds_no_error() {
     );
 }
 
-/// A `moto_server` on a free loopback port in a temporary directory, stopped
-/// when dropped.
-struct Moto {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
+/// The emulator (`outpost_testing::Moto`) and the raw query API calls this test makes
+/// to it.
+struct Moto(outpost_testing::Moto);
 
 impl Moto {
+    /// Starts moto and waits until it answers an STS call.
     fn start() -> Moto {
-        let binary = tool("OUTPOST_MOTO_SERVER", "moto_server");
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
-        let child = Command::new(binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .expect("moto_server starts");
-        let mut moto = Moto { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = moto.child.try_wait().expect("moto_server can be polled") {
-                panic!("moto_server exited with {status}: {}", moto.log());
-            }
-            if moto
-                .request_raw(
-                    "sts",
-                    &[("Action", "GetCallerIdentity"), ("Version", "2011-06-15")],
-                )
-                .is_ok()
-            {
-                return moto;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not answer: {}",
-                moto.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let moto = Moto(outpost_testing::Moto::start());
+        outpost_testing::eventually_blocking(60, "moto_server to answer", || {
+            moto.request_raw(
+                "sts",
+                &[("Action", "GetCallerIdentity"), ("Version", "2011-06-15")],
+            )
+            .ok()
+        });
+        moto
     }
 
     /// Resource types moto said it skipped because it does not implement them.
@@ -170,7 +139,7 @@ impl Moto {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
+        self.0.log()
     }
 
     /// One AWS query API call (form-encoded POST). moto checks no signature;
@@ -183,7 +152,7 @@ impl Moto {
         let body = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(params)
             .finish();
-        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port))?;
+        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.0.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         write!(
             stream,
@@ -191,7 +160,7 @@ impl Moto {
              Content-Type: application/x-www-form-urlencoded; charset=utf-8\r\n\
              Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0\r\n\
              Content-Length: {}\r\n\r\n{body}",
-            self.port,
+            self.0.port,
             body.len()
         )?;
         let mut response = String::new();
@@ -295,13 +264,6 @@ impl Moto {
         let vpc = first_tag(&body, "vpcId").expect("moto has a default VPC");
         let subnet = first_tag(&body, "subnetId").expect("moto has default subnets");
         (vpc, subnet)
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -1,42 +1,15 @@
-//! Test support for Outpost's end-to-end tests: start the real `outpost server` on
-//! the embedded store, on a throwaway etcd or, in replicas, on an etcd cluster
-//! ([`EtcdCluster`]), with TLS and a token file, and talk to it
-//! with the machine's `kubectl` or a kube-rs client; run OCI registries
-//! (`docker-registry`) with a test image in them; record every API response a test's
-//! clients get, or stand for a server that dies right after a write
-//! ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]); give the real runner job
-//! Plans to run ([`job_plans`]).
+//! What the end-to-end tests need beyond the fixtures of `outpost-testing` because it
+//! uses the runner or the API server's storage (which `outpost-testing` must not depend
+//! on, since their own tests use it): the example image pushed to a test registry
+//! ([`PushTestImage`]), the runner's work dirs ([`work_dirs`]), the store opened around
+//! the API ([`EditStore`]), and the test runner binary (`src/bin/outpost-test-runner.rs`).
+//! Nothing depends on this crate, so it may depend on both.
 //!
 //! What the tests prove, by design rule: `docs/ARCHITECTURE.md` and `SECURITY.md`.
 
-pub mod approve;
-pub mod browser;
-mod cluster;
-mod etcd_cluster;
-pub mod helm;
-pub mod job_plans;
-mod kubectl;
-mod moto;
-pub mod providers;
-mod raw;
-mod recording;
-mod registry;
-pub mod shop;
-pub mod tls_etcd;
+use outpost_testing::{ControlPlane, Registry};
 
-pub use cluster::{Backend, ControlPlane, Process, outpost_binary, runner_binary};
-pub use etcd_cluster::EtcdCluster;
-pub use kubectl::{Kubectl, Run};
-pub use moto::{Moto, moto_binary};
-pub use raw::Reply;
-pub use recording::RecordingProxy;
-pub use registry::{Registry, TestImage, sha256};
-pub use tls_etcd::TlsEtcd;
-
-/// The repository's `manifests/` directory (the example app).
-pub fn manifests() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
-}
+pub use outpost_runner::example_image::{PushedImage as TestImage, sha256};
 
 /// The work dirs' directory of a runner started with `--state-dir state` (and no
 /// `--work-dir`).
@@ -44,101 +17,63 @@ pub fn work_dirs(state: &std::path::Path) -> std::path::PathBuf {
     outpost_runner::settings::default_work_dir(state)
 }
 
-/// Polls `check` every 50 ms until it returns `Some`, or panics after `secs` naming `what`.
-pub async fn eventually<T>(secs: u64, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+/// Pushes the example's two-platform image to a test [`Registry`].
+pub trait PushTestImage {
+    /// Builds and pushes the example's image ([`outpost_runner::example_image::push`])
+    /// as `repository:tag`.
+    fn push_test_image(
+        &self,
+        repository: &str,
+        tag: &str,
+        version: &str,
+    ) -> impl Future<Output = TestImage>;
+}
+
+impl PushTestImage for Registry {
+    async fn push_test_image(&self, repository: &str, tag: &str, version: &str) -> TestImage {
+        outpost_runner::example_image::push(
+            &self.client().await,
+            &self.host,
+            repository,
+            tag,
+            version,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("pushing {repository}:{tag} to {}: {e}", self.host))
     }
 }
 
-/// A binary on `PATH`, as an absolute path (so a spawned process is told exactly which
-/// one); panics when the machine lacks it.
-pub fn on_path(name: &str) -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| panic!("{name} is not on PATH; the test needs the real one"))
+/// Opens a control plane's store directly, around the API.
+pub trait EditStore {
+    /// Runs `edit` on the store the server runs on, opened directly as someone with
+    /// access to it (the vendor, or an attacker on the vendor's side) would, going
+    /// around the API. Stop the server first for the embedded store: its file is locked
+    /// while open; it is closed again before this returns.
+    fn edit_store(
+        &self,
+        edit: impl AsyncFnOnce(&dyn outpost_apiserver::storage::Store),
+    ) -> impl Future<Output = ()>;
 }
 
-/// The repository's `customer/inputs/INSTALL.yaml`: what the example's customer of
-/// `install` sets in its install stack (the App's `source: customer` inputs).
-pub fn customer_inputs(install: &str) -> std::collections::BTreeMap<String, serde_json::Value> {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../customer/inputs/{install}.yaml"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_str(&text).expect("customer inputs are a map")
-}
-
-/// The example's manifests (`manifests/*.yaml`) copied into `dir`, with install
-/// globex's images coming from `vendor` (its Install's `vendor_registry`) and copied into
-/// `registry`: the customer's `image_registry`, in `dir/customer-inputs.yaml` (the
-/// runner's `--customer-inputs`) and returned as the customer's inputs.
-pub fn example_with_registries(
-    dir: &std::path::Path,
-    vendor: &Registry,
-    registry: &Registry,
-) -> (
-    std::path::PathBuf,
-    std::collections::BTreeMap<String, serde_json::Value>,
-) {
-    let example = dir.join("manifests");
-    std::fs::create_dir_all(&example).unwrap();
-    for entry in std::fs::read_dir(manifests()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            std::fs::copy(&path, example.join(path.file_name().unwrap())).unwrap();
+impl EditStore for ControlPlane {
+    async fn edit_store(&self, edit: impl AsyncFnOnce(&dyn outpost_apiserver::storage::Store)) {
+        use outpost_apiserver::storage::{EmbeddedStore, StoreLocation};
+        let location: StoreLocation = self.store().parse().expect("the server's --store parses");
+        match location {
+            StoreLocation::Embedded(dir) => {
+                let store = EmbeddedStore::open(&dir, Default::default())
+                    .await
+                    .expect("the embedded store opens (is the server stopped?)");
+                edit(&store).await;
+                store.close().await.expect("the embedded store closes");
+            }
+            etcd => {
+                let store = etcd
+                    .open(Default::default())
+                    .await
+                    .expect("etcd is reachable");
+                edit(store.as_ref()).await;
+            }
         }
     }
-    let installs = example.join("installs.yaml");
-    let text = std::fs::read_to_string(&installs).unwrap();
-    let globex = "    domain: store.globex.example\n";
-    assert!(text.contains(globex), "installs.yaml sets globex's domain");
-    let text = text.replace(
-        globex,
-        &format!("{globex}    vendor_registry: {}\n", vendor.host),
-    );
-    std::fs::write(&installs, text).unwrap();
-    let mut inputs = customer_inputs("globex");
-    inputs.insert("image_registry".into(), registry.host.clone().into());
-    std::fs::write(
-        dir.join("customer-inputs.yaml"),
-        serde_json::to_string(&inputs).unwrap(),
-    )
-    .unwrap();
-    (example, inputs)
-}
-
-/// Declares each listed `async fn NAME(backend: Backend)` as two tests,
-/// `embedded::NAME` and `etcd::NAME`.
-#[macro_export]
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::Backend::Embedded).await;
-                }
-            )*
-        }
-        mod etcd {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::Backend::Etcd).await;
-                }
-            )*
-        }
-    };
 }

@@ -13,11 +13,12 @@ use std::process::Stdio;
 use kube_client::api::{Api, ListParams};
 use outpost_api::audit_anchor::{CHECKPOINT_FILE, Checkpoint, KEYS_FILE, parse_keys};
 use outpost_api::{AuditEventType, Plan, PlanPhase, Runner};
-use outpost_e2e::job_plans::{
+use outpost_e2e::EditStore as _;
+use outpost_testing::job_plans::{
     INSTALL, approved_job_plan, audit_event_body, audit_verify_trusting, install_with_token,
     local_events, runner_command,
 };
-use outpost_e2e::{Backend, ControlPlane, Process, eventually};
+use outpost_testing::{Backend, ControlPlane, Process, eventually};
 use serde_json::{Value, json};
 
 /// A runner's dirs: its state (lost in a reset), the customer's anchor, its stdout.

@@ -27,10 +27,11 @@ use std::process::Stdio;
 use kube_client::api::Api;
 use outpost_api::audit_anchor::{CHECKPOINT_PARAMETER, Checkpoint, KEY_PARAMETER, fingerprint};
 use outpost_api::{InstallStack, Plan, Runner};
-use outpost_e2e::job_plans::{
+use outpost_e2e::EditStore as _;
+use outpost_testing::job_plans::{
     INSTALL, audit_verify_with, install_with_token, local_events, runner_command,
 };
-use outpost_e2e::{Backend, ControlPlane, Moto, Process, eventually};
+use outpost_testing::{Backend, ControlPlane, Moto, Process, eventually};
 use serde_json::{Value, json};
 
 use crate::audit_anchor::{event_key, run_plans, swap_runner_key};

@@ -10,7 +10,7 @@ use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
 use kube_client::runtime::watcher;
 use outpost_api::Install;
-use outpost_e2e::{Backend, ControlPlane, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, on_both_backends};
 use serde_json::json;
 use tokio::sync::Mutex;
 

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use outpost_e2e::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
 
 on_both_backends!(app_controller_marks_apps_ready_or_invalid_and_fails_over);
 
@@ -86,7 +86,7 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
         |s| s.lines().count() == 2,
         Duration::from_secs(30),
     );
-    let printed = std::process::Command::new(outpost_e2e::outpost_binary())
+    let printed = std::process::Command::new(outpost_testing::outpost_binary())
         .args(["stack", "default/acme", "--kubeconfig"])
         .arg(cp.kubeconfig(&cp.admin_token))
         .output()
@@ -102,7 +102,7 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
         "custom role off by default"
     );
     assert_eq!(template["Parameters"]["RunnerToken"]["NoEcho"], true);
-    let missing = std::process::Command::new(outpost_e2e::outpost_binary())
+    let missing = std::process::Command::new(outpost_testing::outpost_binary())
         .args(["stack", "default/nope", "--kubeconfig"])
         .arg(cp.kubeconfig(&cp.admin_token))
         .output()

@@ -28,8 +28,8 @@ use std::process::{Command, Stdio};
 
 use kube_client::api::Api;
 use outpost_api::{Install, InstallStack, Operation, Plan, PlanPhase};
-use outpost_e2e::job_plans::runner_command;
-use outpost_e2e::{Backend, ControlPlane, Moto, Process, eventually, outpost_binary};
+use outpost_testing::job_plans::runner_command;
+use outpost_testing::{Backend, ControlPlane, Moto, Process, eventually, outpost_binary};
 use serde_json::{Value, json};
 
 use crate::customer_aws::{Emulator as _, REGION};
@@ -232,13 +232,7 @@ async fn the_runner_fills_in_the_customers_input_from_its_stack_and_the_control_
     let cp = ControlPlane::start(Backend::Embedded).await;
     let cluster = ControlPlane::start_standin_cluster().await;
     let dir = tempfile::tempdir().unwrap();
-    let sandbox = dir.path().join("sandbox");
-    std::fs::create_dir_all(&sandbox).unwrap();
-    std::fs::write(
-        sandbox.join("main.tf"),
-        "output \"ready\" {\n  value = true\n}\n",
-    )
-    .unwrap();
+    let sandbox = outpost_testing::shop::ready_sandbox(dir.path());
     let file = dir.path().join("objects.yaml");
     std::fs::write(&file, objects(&sandbox)).unwrap();
     cp.kubectl().ok(&["apply", "-f", file.to_str().unwrap()]);

@@ -17,12 +17,12 @@
 //!   succeeds, and the Deployment is restored in the stand-in.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, ListParams};
 use outpost_api::{AuditEvent, AuditEventType, DriftReport, DriftState, Install, Plan, PlanPhase};
-use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary};
+use outpost_testing::{Backend, ControlPlane, Process, eventually};
 
 const INSTALL: &str = "acme";
 const REPORT: &str = "acme-web";
@@ -160,13 +160,7 @@ impl Stand {
         let cp = ControlPlane::start(Backend::Embedded).await;
         let cluster = ControlPlane::start_standin_cluster().await;
         let dir = tempfile::tempdir().unwrap();
-        let sandbox = dir.path().join("sandbox");
-        std::fs::create_dir_all(&sandbox).unwrap();
-        std::fs::write(
-            sandbox.join("main.tf"),
-            "output \"ready\" {\n  value = true\n}\n",
-        )
-        .unwrap();
+        let sandbox = outpost_testing::shop::ready_sandbox(dir.path());
         let policies = dir.path().join("policies");
         std::fs::create_dir_all(&policies).unwrap();
         std::fs::write(policies.join("drift_seen.rego"), LOCAL_POLICY).unwrap();
@@ -232,13 +226,8 @@ impl Stand {
 
 fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {
     let state: PathBuf = dir.join("state");
-    let child = Command::new(outpost_binary())
-        .args(["runner", "--server", &cp.url])
-        .env("OUTPOST_RUNNER_TOKEN", token)
-        .arg("--certificate-authority")
-        .arg(&cp.tls.ca)
-        .args(["--install", &format!("default/{INSTALL}"), "--state-dir"])
-        .arg(&state)
+    let child = cp
+        .runner(INSTALL, token, &state)
         // The App's sandbox is a local module directory.
         .arg("--module-root")
         .arg(dir.join("sandbox"))
@@ -248,10 +237,7 @@ fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Pa
         .arg(dir.join("policies"))
         .arg("--secrets-dir")
         .arg(dir.join("secrets"))
-        .args(["--terraform", "terraform", "--heartbeat-seconds", "1"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .args(["--terraform", "terraform"])
         .spawn()
         .expect("outpost runner starts");
     Process::new(child)

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use outpost_e2e::{ControlPlane, TlsEtcd, tls_etcd::try_get};
+use outpost_testing::{ControlPlane, TlsEtcd, tls_etcd::try_get};
 
 #[tokio::test]
 async fn the_server_runs_on_an_etcd_that_only_takes_client_certificates() {
@@ -57,7 +57,7 @@ async fn the_server_runs_on_an_etcd_that_only_takes_client_certificates() {
 
 #[test]
 fn the_server_names_an_unreadable_etcd_ca_file() {
-    let output = Command::new(outpost_e2e::outpost_binary())
+    let output = Command::new(outpost_testing::outpost_binary())
         .args([
             "server",
             "--listen",

@@ -19,11 +19,14 @@ use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use outpost_api::labels::INSTALL as INSTALL_LABEL;
 use outpost_api::{App, Install, Plan, PlanPhase, Rollout, RolloutPhase, RolloutStatus};
-use outpost_e2e::shop::{create_app, create_install, deployed_release, release_after, set_version};
-use outpost_e2e::{ControlPlane, EtcdCluster, eventually};
 use outpost_runner::claim::{Claim, claim, refusal, refuse};
 use outpost_runner::journal::{JOURNAL_FILE, Record};
 use outpost_runner::{Journal, Stage};
+use outpost_testing::phase;
+use outpost_testing::shop::{
+    create_app, create_install, deployed_release, release_after, set_version,
+};
+use outpost_testing::{ControlPlane, EtcdCluster, eventually};
 use serde_json::json;
 
 const INSTALLS: usize = 200;
@@ -49,10 +52,6 @@ struct SimulatedRunner {
     servers: [Api<Plan>; 2],
     using: usize,
     moves: Arc<AtomicUsize>,
-}
-
-fn phase(plan: &Plan) -> Option<PlanPhase> {
-    plan.status.as_ref().and_then(|s| s.phase)
 }
 
 impl SimulatedRunner {

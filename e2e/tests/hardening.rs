@@ -5,8 +5,8 @@
 
 use std::time::Instant;
 
-use outpost_e2e::job_plans::{audit_event_body, audit_event_hash};
-use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends};
+use outpost_testing::job_plans::{audit_event_body, audit_event_hash};
+use outpost_testing::{Backend, ControlPlane, Reply, manifests, on_both_backends};
 use serde_json::{Value, json};
 
 on_both_backends!(

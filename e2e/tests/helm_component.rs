@@ -15,10 +15,10 @@ use std::process::Stdio;
 
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::{ChangeAction, DriftReport, Plan, PlanPhase};
-use outpost_e2e::approve::diff_changes;
-use outpost_e2e::helm::{Helm, copy_shop_chart};
-use outpost_e2e::job_plans::{INSTALL, deploy_plan, install_with_token, runner_command};
-use outpost_e2e::{Backend, ControlPlane, Process, eventually};
+use outpost_testing::approve::diff_changes;
+use outpost_testing::helm::{Helm, copy_shop_chart};
+use outpost_testing::job_plans::{INSTALL, deploy_plan, install_with_token, runner_command};
+use outpost_testing::{Backend, ControlPlane, Process, eventually};
 use serde_json::{Value, json};
 
 /// The control plane, the stand-in cluster, the install's runner with the helm shim.
@@ -59,7 +59,7 @@ async fn start() -> Stand {
 }
 
 impl Stand {
-    /// A copy of `e2e/helm/shop` under the runner's module root, with `extra` templates.
+    /// A copy of `testing/helm/shop` under the runner's module root, with `extra` templates.
     fn chart(&self, name: &str, extra: &[(&str, &str)]) -> String {
         let dir = self.charts.path().join("charts").join(name);
         copy_shop_chart(&dir, extra);
@@ -288,7 +288,7 @@ fn revision(cluster: &ControlPlane, args: &[&str]) -> u64 {
 async fn a_chart_with_crds_applies_them_first_and_removes_them_last() {
     let stand = start().await;
     let dir = stand.charts.path().join("charts").join("widgets");
-    outpost_e2e::helm::copy_test_chart("widgets", &dir);
+    outpost_testing::helm::copy_test_chart("widgets", &dir);
     let chart = dir.to_str().unwrap().to_owned();
     let crd = "CustomResourceDefinition/widgets.example.com";
     let widget = "Widget/shop/shop-widget";

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use outpost_api::{Install, Plan};
-use outpost_e2e::{Backend, ControlPlane, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, manifests, on_both_backends};
 use serde_json::json;
 
 on_both_backends!(

@@ -1,7 +1,7 @@
 //! An Install's inputs are checked against its App's declarations when it is written:
 //! the real kubectl gets a 422 naming the input, and nothing is stored. On both stores.
 
-use outpost_e2e::{Backend, ControlPlane, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, manifests, on_both_backends};
 use serde_json::{Value, json};
 
 on_both_backends!(
@@ -29,14 +29,14 @@ fn install(name: &str) -> Value {
 }
 
 /// `kubectl apply -f` of `object` (written to a file in the scratch directory).
-fn apply(cp: &ControlPlane, object: &Value) -> outpost_e2e::Run {
+fn apply(cp: &ControlPlane, object: &Value) -> outpost_testing::Run {
     let file = cp.scratch().join("install.json");
     std::fs::write(&file, object.to_string()).unwrap();
     cp.kubectl().run(&["apply", "-f", file.to_str().unwrap()])
 }
 
 /// `kubectl patch install acme --type merge -p BODY`.
-fn patch(kubectl: &outpost_e2e::Kubectl, body: &str) -> outpost_e2e::Run {
+fn patch(kubectl: &outpost_testing::Kubectl, body: &str) -> outpost_testing::Run {
     kubectl.run(&["patch", "install", "acme", "--type", "merge", "-p", body])
 }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
-use outpost_e2e::{Backend, ControlPlane, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, manifests, on_both_backends};
 use serde_json::json;
 
 on_both_backends!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube_client::api::{Api, ObjectMeta, PostParams};
 use outpost_controllers::leader::{Election, Role};
-use outpost_e2e::{Backend, ControlPlane, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, on_both_backends};
 
 on_both_backends!(
     one_leader_and_failover_after_the_lease_expires,

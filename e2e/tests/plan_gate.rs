@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use outpost_e2e::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
 use serde_json::json;
 
 on_both_backends!(gate_resolves_roles_and_applies_approval_modes);

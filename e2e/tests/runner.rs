@@ -15,7 +15,8 @@ use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostPa
 use outpost_api::{
     AuditEvent, EntityKind, EntityRef, Operation, Plan, PlanPhase, PlanSpec, Runner, content_hash,
 };
-use outpost_e2e::{Backend, ControlPlane, Process, eventually, outpost_binary};
+use outpost_testing::phase;
+use outpost_testing::{Backend, ControlPlane, Process, eventually, outpost_binary};
 use serde_json::{Value, json};
 
 const INSTALL: &str = "acme";
@@ -134,10 +135,6 @@ async fn approved_plan(plans: &Api<Plan>, entity: &str, state: Value) -> String 
         .await
         .unwrap();
     name
-}
-
-fn phase(plan: &Plan) -> Option<PlanPhase> {
-    plan.status.as_ref().and_then(|s| s.phase)
 }
 
 /// Every Plan of the install, once all are final.

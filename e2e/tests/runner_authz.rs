@@ -2,8 +2,8 @@
 //! `outpost token`), stored only as a hash, rotated by minting again; a runner token
 //! reaches only its own install's objects (403 elsewhere, with kube-apiserver's message).
 
-use outpost_e2e::job_plans::{audit_event_body, audit_event_hash, plan_body};
-use outpost_e2e::{Backend, ControlPlane, Reply, manifests, on_both_backends};
+use outpost_testing::job_plans::{audit_event_body, audit_event_hash, plan_body};
+use outpost_testing::{Backend, ControlPlane, Reply, manifests, on_both_backends};
 use serde_json::{Value, json};
 
 on_both_backends!(runner_tokens_reach_only_their_install);

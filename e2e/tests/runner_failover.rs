@@ -14,16 +14,17 @@ use std::process::Stdio;
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, ListParams};
 use outpost_api::{Install, InstallPhase, Plan, PlanPhase, Runner};
-use outpost_e2e::job_plans::{
+use outpost_runner::journal::{JOURNAL_FILE, Record};
+use outpost_runner::{Stage, failover};
+use outpost_testing::job_plans::{
     INSTALL, approved_job_plan, audit_verify, audited_applies, install_with_token, local_events,
     runner_command, step_runs,
 };
-use outpost_e2e::shop::runnable_app;
-use outpost_e2e::{
+use outpost_testing::phase;
+use outpost_testing::shop::runnable_app;
+use outpost_testing::{
     Backend, ControlPlane, Process, RecordingProxy, eventually, on_path, outpost_binary,
 };
-use outpost_runner::journal::{JOURNAL_FILE, Record};
-use outpost_runner::{Stage, failover};
 
 /// The controllers' lease: a replica whose API server died is replaced within this.
 const LEASE_SECONDS: u64 = 4;
@@ -93,10 +94,6 @@ fn start_runner(servers: &str, ca: &Path, token: &str, state: &Path, log: &Path)
         .spawn()
         .expect("outpost-runner starts");
     Process::new(child)
-}
-
-fn phase(plan: &Plan) -> Option<PlanPhase> {
-    plan.status.as_ref().and_then(|s| s.phase)
 }
 
 /// The install's Plans once every one is final; panics if one did not succeed.
@@ -413,7 +410,7 @@ async fn a_claim_or_result_whose_answer_died_with_its_replica_is_settled_on_the_
         assert_eq!(status.claimed_by.as_deref(), Some(INSTALL));
     }
     assert_eq!(
-        step_runs(&state),
+        step_runs(&outpost_e2e::work_dirs(&state)),
         BTreeMap::from([
             ("after".to_owned(), 1),
             ("claim-lost".to_owned(), 1),

@@ -4,7 +4,7 @@
 //! log shows each apply once and verifies.
 //!
 //! Each Plan's one step appends its Plan's name to `applies.log` in the job's work dir
-//! (`outpost_e2e::job_plans`), read here to count how often each step really ran.
+//! (`outpost_testing::job_plans`), read here to count how often each step really ran.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, ListParams};
 use outpost_api::{AuditEvent, AuditEventType, Plan, PlanPhase};
-use outpost_e2e::job_plans::{
+use outpost_testing::job_plans::{
     approved_job_plan, audit_verify, install_with_token, local_events, runner_command, step_runs,
 };
-use outpost_e2e::{Backend, ControlPlane, Process, eventually};
+use outpost_testing::phase;
+use outpost_testing::{Backend, ControlPlane, Process, eventually};
 use serde_json::json;
 
 const PLANS: usize = 100;
@@ -30,10 +31,6 @@ fn start_runner(cp: &ControlPlane, token: &str, state: &Path) -> Process {
         .spawn()
         .expect("outpost-runner starts");
     Process::new(child)
-}
-
-fn phase(plan: &Plan) -> Option<PlanPhase> {
-    plan.status.as_ref().and_then(|s| s.phase)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,7 +115,7 @@ async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_onc
             *audited_applies.entry(spec.plan.unwrap()).or_default() += 1;
         }
     }
-    let runs = step_runs(&state);
+    let runs = step_runs(&outpost_e2e::work_dirs(&state));
     let (mut succeeded, mut failed) = (0, 0);
     let mut reasons = BTreeMap::<String, usize>::new();
     for plan in &done {

@@ -16,10 +16,10 @@ use std::process::Stdio;
 
 use kube_client::api::Api;
 use outpost_api::{Plan, PlanPhase};
-use outpost_e2e::job_plans::{
+use outpost_testing::job_plans::{
     approved_action_plan, approved_job_plan, install_with_token, runner_command, step_runs,
 };
-use outpost_e2e::{Backend, ControlPlane, Process, eventually};
+use outpost_testing::{Backend, ControlPlane, Process, eventually};
 use serde_json::json;
 use tokio::io::AsyncWriteExt as _;
 
@@ -169,7 +169,10 @@ async fn a_step_reaches_none_of_the_runners_secrets_nor_the_metadata_stand_in_an
     approved_job_plan(&plans, "after").await;
     let (phase, _, message) = finished(&plans, "after").await;
     assert_eq!(phase, PlanPhase::Succeeded, "{message}");
-    assert_eq!(step_runs(&state).get("after"), Some(&1));
+    assert_eq!(
+        step_runs(&outpost_e2e::work_dirs(&state)).get("after"),
+        Some(&1)
+    );
 
     // A runner run as root (as here, and as the install stack's) runs steps as another
     // host uid: what the step wrote is 65534's; the state dir stays the runner's, 0700,

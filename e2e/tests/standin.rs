@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use outpost_e2e::{ControlPlane, Kubectl};
+use outpost_testing::{ControlPlane, Kubectl};
 
 const MANIFEST: &str = r#"apiVersion: v1
 kind: Namespace

@@ -4,7 +4,7 @@
 //! stops serving the kind and deletes its objects; names that clash and updates that
 //! change what may not change are refused with 422; only who may write CRDs can.
 
-use outpost_e2e::{Backend, ControlPlane, Kubectl, Run, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, Kubectl, Run, manifests, on_both_backends};
 
 on_both_backends!(a_crd_is_served_until_it_is_deleted);
 

@@ -3,7 +3,7 @@
 //! pages; logging out revokes it, so the same id no longer opens them; and every `/ui`
 //! response forbids framing (`X-Frame-Options: DENY`, CSP `frame-ancestors 'none'`).
 
-use outpost_e2e::{Backend, ControlPlane, Reply};
+use outpost_testing::{Backend, ControlPlane, Reply};
 
 /// The `outpost_session=...` pair of a `Set-Cookie` header, and the whole header.
 fn session_cookie(reply: &Reply) -> (String, String) {

@@ -3,10 +3,10 @@
 
 use aws_sdk_cloudformation::Client;
 use outpost_api::{ChangeAction, Operation, PolicyInput};
-use outpost_e2e::Moto;
 use outpost_runner::executor::cloudformation::CloudFormationExecutor;
 use outpost_runner::executor::{Diff, Executor, ExecutorError, StepContext};
 use outpost_runner::plan_diff::plan_diff;
+use outpost_testing::Moto;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -9,9 +9,9 @@ use futures::StreamExt as _;
 use kube_client::api::{Api, DynamicObject, Patch, PatchParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
 use outpost_api::{Operation, PolicyInput};
-use outpost_e2e::ControlPlane;
 use outpost_runner::executor::kubernetes::{KubernetesExecutor, watch_objects};
 use outpost_runner::executor::{Executor as _, StepContext};
+use outpost_testing::ControlPlane;
 use serde_json::{Value, json};
 
 const MANIFEST: &str = r#"

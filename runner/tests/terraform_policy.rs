@@ -2,18 +2,18 @@
 //! allow-list and the `static` configuration local policies see before `terraform init`,
 //! and the sandbox terraform runs in.
 //!
-//! Vendor code here is a provider in a filesystem mirror ([`outpost_e2e::providers`]):
+//! Vendor code here is a provider in a filesystem mirror ([`outpost_testing::providers`]):
 //! `acme/evil` is a script that appends to a marker file in the module directory
 //! whenever terraform starts it, as any provider's code runs at `terraform plan`;
 //! `hashicorp/aws` is the real provider from the machine's mirror, run offline.
 
 use outpost_api::{Operation, PolicyInput};
-use outpost_e2e::providers::{
-    EVIL_MODULE, aws_module, aws_plugins, marker_lines, marker_mirror, provider_policy,
-};
 use outpost_runner::executor::terraform::{ProviderAllowList, TerraformExecutor};
 use outpost_runner::executor::{Executor, Purpose, StepContext};
 use outpost_runner::local_policy;
+use outpost_testing::providers::{
+    EVIL_MODULE, aws_module, aws_plugins, marker_lines, marker_mirror, provider_policy,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -149,7 +149,7 @@ async fn terraform_sees_its_module_but_not_the_runner_state() {
     outpost_api::secret_file::private_dir(&state).unwrap();
     let key = state.join("identity.key");
     std::fs::write(&key, "the runner's signing key").unwrap();
-    let works = outpost_e2e::work_dirs(&state);
+    let works = outpost_runner::settings::default_work_dir(&state);
     outpost_runner::work_dirs::prepare(&state, &works).unwrap();
     let work = outpost_runner::work_dirs::entity(&works, "component", "db").unwrap();
     let tf = terraform(&[], &[]);

@@ -6,7 +6,6 @@
 //! outside, through [`ServerConfig`]: the registry (types and their strategies), the
 //! admission chain, authenticators, authorizers and subresources.
 
-mod bench;
 mod body;
 mod connection;
 mod definitions;
@@ -38,9 +37,6 @@ use crate::status::ApiError;
 use crate::storage::{InstrumentedStore, Store, StoreError};
 use crate::watch_cache::{CacheSet, Progress, Served, WatchCache};
 
-pub use bench::{
-    ApiBench, ApiBenchError, ApiBenchReport, ApiBenchRow, FAN_OUT_GOAL, FanOutRow, THROUGHPUT_GOAL,
-};
 pub use body::{content_type, decode_object, json};
 pub use connection::{ConnectionLimits, ConnectionMetrics};
 pub use dispatch::Call;

@@ -5,22 +5,18 @@
 //! and uses the store revision as the object's `resourceVersion`. See `STORAGE.md` next to
 //! this file for the exact contract both backends implement.
 
-mod bench;
 mod continue_token;
 mod embedded;
 mod error;
 mod etcd;
-mod etcd_process;
 mod instrumented;
 mod location;
 mod store;
 
-pub use bench::{BenchRow, StoreBench, StoreBenchReport, raw_etcd_create_txns};
 pub use continue_token::ContinueToken;
 pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::StoreError;
 pub use etcd::{EtcdStore, EtcdTls};
-pub use etcd_process::ThrowawayEtcd;
 pub use instrumented::{InstrumentedStore, Observation, Observer};
 pub use location::StoreLocation;
 pub use store::{KeyValue, ListOptions, ListPage, Revision, Store, WatchEvent, WatchStream};

@@ -10,8 +10,9 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use outpost_apiserver::auth::{TokenFile, User};
 use outpost_apiserver::server::ApiServer;
-use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, Store, ThrowawayEtcd};
+use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, EtcdStore, Store};
 use outpost_kinds::{ADMINS, VIEWERS};
+use outpost_testing::ThrowawayEtcd;
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -47,7 +48,11 @@ impl TestStore {
             .await
             .expect("etcd starts (run `./x deps` to install it)");
         TestStore {
-            store: Arc::new(etcd.connect().await.expect("etcd answers")),
+            store: Arc::new(
+                EtcdStore::connect(&[etcd.endpoint().to_owned()])
+                    .await
+                    .expect("etcd answers"),
+            ),
             _keep: Box::new(etcd),
         }
     }

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
-use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, EtcdStore, Store, ThrowawayEtcd};
+use outpost_apiserver::storage::{EmbeddedOptions, EmbeddedStore, EtcdStore, Store};
+use outpost_testing::ThrowawayEtcd;
 
 /// A store under test, a key prefix of its own, and whatever keeps the backend alive.
 pub struct Backend {
@@ -47,7 +48,11 @@ impl Backend {
                     .await
                     .expect("etcd starts (run `./x deps` to install it)");
                 Backend {
-                    store: Arc::new(etcd.connect().await.expect("etcd answers")),
+                    store: Arc::new(
+                        EtcdStore::connect(&[etcd.endpoint().to_owned()])
+                            .await
+                            .expect("etcd answers"),
+                    ),
                     prefix: unique_prefix(),
                     _keep: Box::new(etcd),
                 }

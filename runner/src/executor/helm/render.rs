@@ -2,7 +2,7 @@
 //!
 //! The binary is the runner's `--helm` (default `helm`). Tests give a shim with the same
 //! command line over helm-sdkpy, the Python binding that embeds Helm 4's Go SDK
-//! (`e2e/helm/helm_template.py`): either way Helm renders, nothing here reads a
+//! (`testing/helm/helm_template.py`): either way Helm renders, nothing here reads a
 //! template.
 
 use std::collections::BTreeMap;

@@ -1,0 +1,81 @@
+//! `outpost bench fleet`: the control plane at fleet scale, on each store.
+//!
+//! For each backend: `outpost server` and `outpost controllers` as child processes; the
+//! App ([`fixture`]); N Installs; one simulated runner per install ([`runners`]), each
+//! with its own token, connections and watch. Then three measured phases:
+//!
+//! 1. **admission**: the Installs are created, their runners connect, and the fleet is
+//!    provisioned and deployed until every install is Active;
+//! 2. **one-component rollout**: a release that changes one component (a leaf, so one
+//!    Plan per install): how long until every install's Plan is created, gated and seen
+//!    by its runner, and until every install reports the release; the store writes the
+//!    API server made meanwhile, per Plan;
+//! 3. **dispatch**: with every runner watching, Plans awaiting approval are approved
+//!    one at a time; the time from sending an approval to the runner's watch bringing
+//!    it.
+//!
+//! Raw etcd create-if-absent transactions per second are measured in the same run, as
+//! the baseline of the store write rate.
+
+mod control_plane;
+mod fixture;
+mod phases;
+mod report;
+mod runners;
+
+use std::time::Duration;
+
+pub use control_plane::Backend;
+pub use report::FleetReport;
+
+/// What to measure.
+pub struct FleetBench {
+    /// Installs (and simulated runners).
+    pub installs: usize,
+    /// Components of the App.
+    pub components: usize,
+    /// The stores to run on, in order.
+    pub backends: Vec<Backend>,
+    /// Approvals whose dispatch latency is measured.
+    pub dispatch_samples: usize,
+    /// Time between two approvals of the dispatch phase.
+    pub dispatch_gap: Duration,
+    /// Give up on a phase after this long.
+    pub timeout: Duration,
+    /// Where the server's and controllers' logs go (a temporary directory otherwise).
+    pub logs: Option<std::path::PathBuf>,
+    /// This process's open-files limit, as the caller raised it (the server, a child,
+    /// inherits it).
+    pub open_files: u64,
+}
+
+impl FleetBench {
+    /// Runs every backend, then the raw etcd baseline.
+    pub async fn run(&self) -> anyhow::Result<FleetReport> {
+        anyhow::ensure!(self.installs > 0, "--installs must be at least 1");
+        anyhow::ensure!(self.components > 0, "--components must be at least 1");
+        let open_files = self.open_files;
+        // Each runner holds one connection (HTTP/2: its watch and its calls), and the
+        // server (a child, with the same limit) its other end.
+        let needed = self.installs as u64 + 1_024;
+        anyhow::ensure!(
+            open_files >= needed,
+            "{} installs need about {needed} open files, but the limit is {open_files}: \
+             raise it (ulimit -n) or run as a user that may",
+            self.installs
+        );
+        let mut backends = Vec::new();
+        for backend in &self.backends {
+            eprintln!("== {} store", backend.name());
+            backends.push(phases::run_on(self, *backend).await?);
+        }
+        eprintln!("== raw etcd create transactions");
+        let raw = crate::store::raw_etcd_create_txns(&[], 10_000, 64, 1024).await?;
+        Ok(FleetReport {
+            installs: self.installs,
+            components: self.components,
+            backends,
+            raw_etcd_txn_per_second: raw,
+        })
+    }
+}

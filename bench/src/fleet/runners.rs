@@ -1,0 +1,324 @@
+//! Simulated runners: one per install, in this process, each with the install's own
+//! runner token, its own client and its own watch of the install's Plans, as
+//! `outpost runner` has. Each client speaks HTTP/2 over one connection of its own (h2c:
+//! the bench server is plain HTTP on loopback), so the watch and the calls share it: one
+//! file descriptor per runner on each end instead of two, which is what lets 10,000
+//! runners fit under a 20,000 open-files limit. Each claims a `Ready` Plan with the real
+//! runner's fenced claim and at once reports it succeeded with a one-resource diff — or,
+//! on a `prompt` install, posts that diff as `AwaitingApproval` and applies once it is
+//! `Approved`: they stand in for the runner's session, not for its executors.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_client::api::{Api, PostParams};
+use kube_client::runtime::{WatchStreamExt as _, watcher};
+use kube_client::{Client, ResourceExt as _};
+use outpost_api::{ApprovalMode, ChangeAction, Install, Plan, PlanDiff, PlanPhase, ResourceChange};
+use outpost_runner::claim::{Claim, claim, refusal};
+use serde_json::json;
+
+use outpost_api::labels::INSTALL as INSTALL_LABEL;
+
+/// Runners connecting at once.
+const CONNECTING: usize = 64;
+
+/// When a runner first saw a Plan, and first saw it gated and approved.
+#[derive(Clone, Copy, Debug)]
+pub struct Sighting {
+    /// The Plan's first event at its runner.
+    pub first: Instant,
+    /// The first event past `Pending` (the gate decided).
+    pub gated: Option<Instant>,
+    /// The first event in phase `AwaitingApproval` (the runner posted the diff).
+    pub awaiting: Option<Instant>,
+    /// The first event in phase `Approved`.
+    pub approved: Option<Instant>,
+}
+
+/// What every runner records.
+#[derive(Default)]
+pub struct Shared {
+    sightings: Mutex<HashMap<String, Sighting>>,
+    applied: Mutex<HashSet<String>>,
+    /// Plans a runner reported succeeded more than once (must stay 0).
+    pub applied_twice: AtomicU64,
+    /// Claims lost to a conflict (another writer moved the Plan first).
+    pub claims_lost: AtomicU64,
+    /// Calls that failed (watch errors, claim or report errors).
+    pub errors: AtomicU64,
+}
+
+impl Shared {
+    fn see(&self, plan: &Plan, now: Instant) {
+        let phase = plan.status.as_ref().and_then(|s| s.phase);
+        let mut sightings = self.sightings.lock().expect("not poisoned");
+        let sighting = sightings.entry(plan.name_any()).or_insert(Sighting {
+            first: now,
+            gated: None,
+            awaiting: None,
+            approved: None,
+        });
+        if phase.is_some_and(|p| p != PlanPhase::Pending) {
+            sighting.gated.get_or_insert(now);
+        }
+        if phase == Some(PlanPhase::AwaitingApproval) {
+            sighting.awaiting.get_or_insert(now);
+        }
+        if phase == Some(PlanPhase::Approved) {
+            sighting.approved.get_or_insert(now);
+        }
+    }
+
+    /// The sightings of every Plan first seen at or after `since`.
+    pub fn sightings_since(&self, since: Instant) -> HashMap<String, Sighting> {
+        self.sightings
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|(_, s)| s.first >= since)
+            .map(|(name, s)| (name.clone(), *s))
+            .collect()
+    }
+
+    /// When `plan` was first seen approved, if it was.
+    pub fn approved_at(&self, plan: &str) -> Option<Instant> {
+        self.sightings
+            .lock()
+            .expect("not poisoned")
+            .get(plan)
+            .and_then(|s| s.approved)
+    }
+
+    /// Plans reported succeeded.
+    pub fn applied(&self) -> usize {
+        self.applied.lock().expect("not poisoned").len()
+    }
+}
+
+/// The runners of a fleet, stopped on drop.
+pub struct Fleet {
+    /// What they recorded.
+    pub shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Fleet {
+    /// Mints each install's runner token (as `admin`) and starts its runner; returns
+    /// once every runner listed its Plans and watches.
+    pub async fn start(
+        url: &str,
+        admin: &Client,
+        namespace: &str,
+        installs: &[String],
+    ) -> anyhow::Result<Fleet> {
+        let shared = Arc::new(Shared::default());
+        let started: Vec<_> = futures::stream::iter(installs.iter().cloned())
+            .map(|install| {
+                let shared = shared.clone();
+                async move {
+                    let token = crate::runner::mint(admin, namespace, &install).await?;
+                    let client = runner_client(url, namespace, token)?;
+                    let (ready, watching) = tokio::sync::oneshot::channel();
+                    let runner = Runner {
+                        plans: Api::namespaced(client, namespace),
+                        namespace: namespace.to_owned(),
+                        name: format!("bench-runner-{install}"),
+                        shared,
+                    };
+                    let task = tokio::spawn(runner.run(install.clone(), ready));
+                    watching
+                        .await
+                        .with_context(|| format!("the runner of {install} stopped"))?;
+                    Ok::<_, anyhow::Error>(task)
+                }
+            })
+            .buffer_unordered(CONNECTING)
+            .try_collect()
+            .await?;
+        Ok(Fleet {
+            shared,
+            tasks: started,
+        })
+    }
+}
+
+/// A client of its own for one runner: HTTP/2 with prior knowledge over one connection,
+/// authenticated with the runner's `token`.
+fn runner_client(url: &str, namespace: &str, token: String) -> anyhow::Result<Client> {
+    use kube_client::client::ConfigExt as _;
+    let mut config = kube_client::Config::new(url.parse()?);
+    config.auth_info.token = Some(token.into());
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        // The pool forgets a connection 90 s (by default) after its last checkout, even an
+        // HTTP/2 one whose watch stream is still open on it; the next call would then open
+        // a second connection, and a fleet's rollout 10,000 at once.
+        .pool_idle_timeout(None)
+        .build_http();
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(http);
+    Ok(Client::new(service, namespace))
+}
+
+struct Runner {
+    plans: Api<Plan>,
+    namespace: String,
+    name: String,
+    shared: Arc<Shared>,
+}
+
+impl Runner {
+    async fn run(self, install: String, ready: tokio::sync::oneshot::Sender<()>) {
+        let config = watcher::Config::default().labels(&format!("{INSTALL_LABEL}={install}"));
+        let mut events = watcher(self.plans.clone(), config)
+            .default_backoff()
+            .boxed();
+        let mut ready = Some(ready);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(());
+                    }
+                }
+                Ok(watcher::Event::Apply(plan) | watcher::Event::InitApply(plan)) => {
+                    self.handle(plan).await;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::debug!(error = %err, runner = %self.name, "plan watch");
+                    self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Records the sighting; claims an approved Plan and reports it succeeded.
+    async fn handle(&self, plan: Plan) {
+        self.shared.see(&plan, Instant::now());
+        if !outpost_runner::claim::claimable(plan.status.as_ref().and_then(|s| s.phase))
+            || refusal(&plan).is_some()
+        {
+            return;
+        }
+        match claim(&self.plans, &plan, &self.name).await {
+            Ok(Claim::Won(claimed)) => {
+                // Claimed from Ready, the runner plans; on a `prompt` install it then asks
+                // a person (one write, the diff with the phase). Claimed from Approved, it
+                // applies.
+                let planned =
+                    claimed.status.as_ref().and_then(|s| s.phase) == Some(PlanPhase::Claimed);
+                if planned && self.prompt(&claimed.spec.install).await {
+                    self.ask(*claimed).await;
+                } else {
+                    self.succeed(*claimed).await;
+                }
+            }
+            Ok(Claim::Lost) => {
+                self.shared.claims_lost.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, plan = %plan.name_any(), "claim");
+                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether the install asks a person to approve each diff, as the runner reads it.
+    async fn prompt(&self, install: &str) -> bool {
+        let installs: Api<Install> =
+            Api::namespaced(self.plans.clone().into_client(), self.plans_namespace());
+        match installs.get(install).await {
+            Ok(install) => install.spec.approval_mode() == ApprovalMode::Prompt,
+            Err(err) => {
+                tracing::warn!(error = %err, %install, "reading the install");
+                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
+    fn plans_namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Posts a claimed Plan's (simulated) diff for a person's approval, fenced by the
+    /// claim's resourceVersion: `AwaitingApproval` and the diff in one write.
+    async fn ask(&self, mut plan: Plan) {
+        let name = plan.name_any();
+        let status = plan.status.get_or_insert_with(Default::default);
+        status.phase = Some(PlanPhase::AwaitingApproval);
+        status.diff = Some(simulated_diff(&name));
+        if let Err(err) = self
+            .plans
+            .replace_status(&name, &PostParams::default(), &plan)
+            .await
+        {
+            tracing::warn!(error = %err, plan = %name, "asking for approval");
+            self.shared.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reports a claimed Plan succeeded with its diff, fenced by the claim's
+    /// resourceVersion.
+    async fn succeed(&self, mut plan: Plan) {
+        let name = plan.name_any();
+        let status = plan.status.get_or_insert_with(Default::default);
+        if status.diff.is_none() {
+            status.diff = Some(simulated_diff(&name));
+        }
+        status.phase = Some(PlanPhase::Succeeded);
+        status.finished_at = Some(Time(jiff::Timestamp::now()));
+        status.outputs = [("ok".to_owned(), json!(true))].into();
+        match self
+            .plans
+            .replace_status(&name, &PostParams::default(), &plan)
+            .await
+        {
+            Ok(_) => {
+                if !self
+                    .shared
+                    .applied
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(name)
+                {
+                    self.shared.applied_twice.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, plan = %name, "report");
+                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The diff a simulated runner reports: one resource to add, hashed by the Plan's name.
+fn simulated_diff(plan: &str) -> PlanDiff {
+    let mut diff = PlanDiff::new(outpost_api::content_hash(&json!({"plan": plan})), 1, 0, 0);
+    diff.resources = vec![ResourceChange {
+        address: "terraform_data.bench".into(),
+        action: ChangeAction::Create,
+        fields: Vec::new(),
+        note: None,
+    }];
+    diff
+}

@@ -1,0 +1,177 @@
+//! Generation, status, optimistic concurrency and every patch type.
+
+use super::*;
+
+on_both_backends!(generation_status_and_optimistic_concurrency, patch_types);
+
+async fn generation_status_and_optimistic_concurrency(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let admin = Some(cp.admin_token.as_str());
+    let path = format!("{INSTALLS}/gen");
+    let mut created = install("gen");
+    created["status"] = json!({"phase": "Active"});
+    let created = create(&cp, &created).await;
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert!(
+        created.get("status").is_none(),
+        "status is set through /status only"
+    );
+    assert!(
+        created["metadata"]["uid"].is_string()
+            && created["metadata"]["creationTimestamp"].is_string()
+    );
+
+    let mut relabel = created.clone();
+    relabel["metadata"]["labels"]["ring"] = json!("2");
+    let relabeled = cp
+        .raw(admin, "PUT", &path, &[JSON], relabel.to_string())
+        .await;
+    assert_eq!(relabeled.status, 200, "{}", relabeled.text);
+    assert_eq!(
+        relabeled.json["metadata"]["generation"], 1,
+        "metadata changes keep the generation"
+    );
+
+    // A stale resourceVersion conflicts, with Kubernetes' message.
+    let reply = cp
+        .raw(admin, "PUT", &path, &[JSON], relabel.to_string())
+        .await;
+    assert_eq!(reply.status, 409, "{}", reply.text);
+    assert_eq!(
+        reply.json["message"],
+        r#"Operation cannot be fulfilled on installs.outpost.dev "gen": the object has been modified; please apply your changes to the latest version and try again"#
+    );
+
+    let mut respec = relabeled.json.clone();
+    respec["spec"]["approvalMode"] = json!("approve-all");
+    let respecced = cp
+        .raw(admin, "PUT", &path, &[JSON], respec.to_string())
+        .await;
+    assert_eq!(respecced.json["metadata"]["generation"], 2);
+
+    let mut status = respecced.json.clone();
+    status["status"] = json!({"phase": "Active"});
+    status["spec"]["approvalMode"] = json!("prompt");
+    let reply = cp
+        .raw(
+            admin,
+            "PUT",
+            &format!("{path}/status"),
+            &[JSON],
+            status.to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["status"]["phase"], "Active");
+    assert_eq!(
+        reply.json["spec"]["approvalMode"], "approve-all",
+        "/status ignores spec"
+    );
+    assert_eq!(reply.json["metadata"]["generation"], 2);
+    let rv: i64 = reply.json["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        rv > respecced.json["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+    );
+}
+
+async fn patch_types(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let path = format!("{INSTALLS}/p");
+    create(&cp, &install("p")).await;
+    let merge = cp
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            r#"{"spec":{"approvalMode":"approve-all"}}"#,
+        )
+        .await;
+    assert_eq!(
+        (merge.status, merge.json["spec"]["approvalMode"].as_str()),
+        (200, Some("approve-all")),
+        "{}",
+        merge.text
+    );
+    // kube-rs adds finalizers with a `test` of a missing path against null.
+    let json_patch = r#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["x/y"]}]"#;
+    let reply = cp
+        .patch(&path, "application/json-patch+json", json_patch)
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["metadata"]["finalizers"], json!(["x/y"]));
+    // Patches without a resourceVersion are unconditional: racing ones are all applied
+    // (the server retries a lost race), as kube-apiserver does.
+    let racing = (0..16).map(|i| {
+        let body = json!({"metadata": {"labels": {format!("k{i}"): "v"}}}).to_string();
+        let path = &path;
+        let cp = &cp;
+        async move { cp.patch(path, "application/merge-patch+json", body).await }
+    });
+    for reply in futures::future::join_all(racing).await {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let raced = cp.raw(Some(&cp.admin_token), "GET", &path, &[], "").await;
+    let labels = raced.json["metadata"]["labels"].as_object().unwrap();
+    assert!(
+        (0..16).all(|i| labels.contains_key(&format!("k{i}"))),
+        "{labels:?}"
+    );
+    // One naming an old resourceVersion is conditional on it.
+    let stale = json!({"metadata": {"resourceVersion": merge.json["metadata"]["resourceVersion"]},
+                       "spec": {"approvalMode": "prompt"}});
+    let reply = cp
+        .patch(&path, "application/merge-patch+json", stale.to_string())
+        .await;
+    assert_eq!(reply.status, 409, "{}", reply.text);
+    let failing = r#"[{"op":"test","path":"/spec/app","value":"other"}]"#;
+    let reply = cp
+        .patch(&path, "application/json-patch+json", failing)
+        .await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+
+    let apply = "apiVersion: outpost.dev/v1alpha1\nkind: Install\nmetadata:\n  name: p\nspec:\n  app: shopfront\n  approvalMode: prompt\n  cloud:\n    provider: aws\n    accountId: \"123456789012\"\n    region: us-east-1\n";
+    let conflict = cp
+        .patch(
+            &format!("{path}?fieldManager=tool"),
+            "application/apply-patch+yaml",
+            apply,
+        )
+        .await;
+    assert_eq!(
+        conflict.status, 409,
+        "a field another manager set conflicts: {}",
+        conflict.text
+    );
+    let forced = cp
+        .patch(
+            &format!("{path}?fieldManager=tool&force=true"),
+            "application/apply-patch+yaml",
+            apply,
+        )
+        .await;
+    assert_eq!(forced.status, 200, "{}", forced.text);
+    assert_eq!(forced.json["spec"]["cloud"]["region"], "us-east-1");
+    let managers: Vec<&str> = forced.json["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"tool"), "{managers:?}");
+    // Apply creates when absent.
+    let created = cp
+        .patch(
+            &format!("{INSTALLS}/fresh?fieldManager=tool"),
+            "application/apply-patch+yaml",
+            apply.replace("name: p", "name: fresh"),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+}

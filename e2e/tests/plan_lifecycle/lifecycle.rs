@@ -1,0 +1,550 @@
+//! Every actor against every Plan move, on both stores (the table of moves is `moves()`).
+
+use super::*;
+
+on_both_backends!(every_actor_meets_the_lifecycle);
+
+fn moves() -> Vec<Move> {
+    let d = diff('a', 1);
+    let everyone_but = |allowed: Actor, others: u16, ok: u16| -> Vec<(Actor, u16)> {
+        EVERYONE
+            .iter()
+            .filter(|a| **a != allowed)
+            .map(|a| {
+                (
+                    *a,
+                    if matches!(a, Viewer | Approver | OtherRunner) {
+                        403
+                    } else {
+                        others
+                    },
+                )
+            })
+            .chain([(allowed, ok)])
+            .collect()
+    };
+    // Admins may make a runner's moves too (as Writer::Operator); the table tries the
+    // runner, so the admin's attempt is in `the gate's move` and the refusals.
+    let runner_only = || {
+        vec![
+            (Viewer, 403),
+            (Approver, 403),
+            (OtherRunner, 403),
+            (OwnRunner, 200),
+        ]
+    };
+    let nobody = |own: u16, admin: u16| -> Vec<(Actor, u16)> {
+        vec![
+            (Viewer, 403),
+            (Approver, 403),
+            (OtherRunner, 403),
+            (OwnRunner, own),
+            (Admin, admin),
+        ]
+    };
+    vec![
+        Move {
+            what: "the gate's move",
+            install: PROMPT,
+            from: "Pending",
+            status: json!({"phase": "Ready"}),
+            codes: everyone_but(Admin, 403, 200),
+            lands: Some("Ready"),
+        },
+        Move {
+            what: "a claim of a Plan the gate has not passed",
+            install: PROMPT,
+            from: "Pending",
+            status: json!({"phase": "Claimed"}),
+            codes: nobody(409, 409),
+            lands: None,
+        },
+        Move {
+            what: "a claim",
+            install: PROMPT,
+            from: "Ready",
+            status: json!({"phase": "Claimed", "claimedBy": "acme"}),
+            codes: runner_only(),
+            lands: Some("Claimed"),
+        },
+        Move {
+            what: "a claim that is also the result, on a prompt install",
+            install: PROMPT,
+            from: "Ready",
+            status: json!({"phase": "Succeeded", "diff": d}),
+            codes: nobody(409, 409),
+            lands: None,
+        },
+        Move {
+            what: "a claim that is also the result, on an approve-all install",
+            install: APPROVE_ALL,
+            from: "Ready",
+            status: json!({"phase": "Succeeded", "diff": d}),
+            codes: runner_only(),
+            lands: Some("Succeeded"),
+        },
+        Move {
+            what: "a result without approval on a prompt install",
+            install: PROMPT,
+            from: "Planning",
+            status: json!({"phase": "Succeeded", "diff": d}),
+            codes: nobody(409, 409),
+            lands: None,
+        },
+        Move {
+            what: "applying without approval on a prompt install",
+            install: PROMPT,
+            from: "Planned",
+            status: json!({"phase": "Applying"}),
+            codes: nobody(409, 409),
+            lands: None,
+        },
+        Move {
+            what: "a result on an approve-all install",
+            install: APPROVE_ALL,
+            from: "Planning",
+            status: json!({"phase": "Succeeded", "diff": d}),
+            codes: runner_only(),
+            lands: Some("Succeeded"),
+        },
+        Move {
+            what: "no changes on a prompt install",
+            install: PROMPT,
+            from: "Claimed",
+            status: json!({"phase": "Succeeded", "reason": "NoChanges", "diff": no_changes()}),
+            codes: runner_only(),
+            lands: Some("Succeeded"),
+        },
+        Move {
+            what: "asking for approval",
+            install: PROMPT,
+            from: "Planning",
+            status: json!({"phase": "AwaitingApproval", "diff": d}),
+            codes: runner_only(),
+            lands: Some("AwaitingApproval"),
+        },
+        Move {
+            what: "asking for approval without a diff",
+            install: PROMPT,
+            from: "Planning",
+            status: json!({"phase": "AwaitingApproval"}),
+            codes: nobody(422, 422),
+            lands: None,
+        },
+        Move {
+            what: "approving through status",
+            install: PROMPT,
+            from: "AwaitingApproval",
+            status: json!({"phase": "Approved"}),
+            codes: nobody(403, 403),
+            lands: None,
+        },
+        Move {
+            what: "denying through status",
+            install: PROMPT,
+            from: "AwaitingApproval",
+            status: json!({"phase": "Denied", "message": "no"}),
+            codes: nobody(403, 409),
+            lands: None,
+        },
+        Move {
+            what: "applying while awaiting approval",
+            install: PROMPT,
+            from: "AwaitingApproval",
+            status: json!({"phase": "Applying"}),
+            codes: nobody(409, 409),
+            lands: None,
+        },
+        Move {
+            what: "swapping the diff while awaiting approval",
+            install: PROMPT,
+            from: "AwaitingApproval",
+            status: json!({"diff": diff('b', 1)}),
+            codes: nobody(409, 409),
+            lands: None,
+        },
+        Move {
+            what: "writing an approval through status",
+            install: PROMPT,
+            from: "AwaitingApproval",
+            status: json!({"phase": "Approved", "approval": {"decision": "approve", "by": "mallory", "at": "2025-01-01T00:00:00Z", "contentHash": "x", "diffHash": d["hash"]}}),
+            codes: nobody(403, 403),
+            lands: None,
+        },
+        Move {
+            what: "changing the role",
+            install: PROMPT,
+            from: "Claimed",
+            status: json!({"role": {"name": "admin", "level": "override"}}),
+            codes: everyone_but(Admin, 403, 200),
+            lands: Some("Claimed"),
+        },
+        Move {
+            what: "changing verdicts",
+            install: PROMPT,
+            from: "Claimed",
+            status: json!({"verdicts": [{"policy": "p", "enforcement": "warn", "denied": false}]}),
+            codes: everyone_but(Admin, 403, 200),
+            lands: Some("Claimed"),
+        },
+        Move {
+            what: "applying another diff than approved",
+            install: PROMPT,
+            from: "Approved",
+            status: json!({"phase": "Applying", "diff": diff('c', 1)}),
+            codes: nobody(409, 409),
+            lands: None,
+        },
+        Move {
+            what: "applying the approved diff",
+            install: PROMPT,
+            from: "Approved",
+            status: json!({"phase": "Applying"}),
+            codes: runner_only(),
+            lands: Some("Applying"),
+        },
+        Move {
+            what: "asking again after live state moved",
+            install: PROMPT,
+            from: "Approved",
+            status: json!({"phase": "AwaitingApproval", "reason": "Replanned", "diff": diff('d', 2)}),
+            codes: runner_only(),
+            lands: Some("AwaitingApproval"),
+        },
+        Move {
+            what: "the result of the approved diff",
+            install: PROMPT,
+            from: "Applying",
+            status: json!({"phase": "Succeeded"}),
+            codes: runner_only(),
+            lands: Some("Succeeded"),
+        },
+        Move {
+            what: "a failure, then a finished Plan moving again",
+            install: PROMPT,
+            from: "Applying",
+            status: json!({"phase": "Failed"}),
+            codes: runner_only(),
+            lands: Some("Failed"),
+        },
+    ]
+}
+
+async fn every_actor_meets_the_lifecycle(backend: Backend) {
+    let w = World::start(backend).await;
+    let d = diff('a', 1);
+
+    // Creating a Plan: admins only; the create body's status is dropped.
+    for actor in [Viewer, Approver, OtherRunner, OwnRunner] {
+        let reply = w
+            .send(
+                actor,
+                PROMPT,
+                "POST",
+                &format!("{API}/plans"),
+                JSON,
+                plan("made", PROMPT, json!({})),
+            )
+            .await;
+        refused(
+            &w,
+            &reply,
+            403,
+            "made",
+            &Value::Null,
+            &format!("{actor:?} creates a Plan"),
+        )
+        .await;
+    }
+    w.create("made", PROMPT, json!({})).await;
+    assert_eq!(
+        w.get("made").await.get("status"),
+        None,
+        "a Plan starts without status"
+    );
+
+    // A status write never creates its Plan, whoever sends it, however.
+    for actor in EVERYONE {
+        for (method, media, body) in [
+            ("PATCH", APPLY, plan("ghost", PROMPT, json!({}))),
+            ("PATCH", MERGE, json!({"status": {"phase": "Ready"}})),
+            ("PUT", JSON, {
+                let mut p = plan("ghost", PROMPT, json!({}));
+                p["metadata"]["resourceVersion"] = json!("1");
+                p
+            }),
+        ] {
+            let reply = w
+                .send(
+                    actor,
+                    PROMPT,
+                    method,
+                    &format!("{API}/plans/ghost/status?fieldManager=t"),
+                    media,
+                    body,
+                )
+                .await;
+            let code = if matches!(actor, Viewer | Approver) {
+                403
+            } else {
+                404
+            };
+            refused(
+                &w,
+                &reply,
+                code,
+                "ghost",
+                &Value::Null,
+                &format!("{actor:?} {method} {media} ghost/status"),
+            )
+            .await;
+        }
+    }
+
+    // Each move of the table, by each actor.
+    for (i, m) in moves().into_iter().enumerate() {
+        let name = format!("move-{i}");
+        w.drive(&name, m.install, m.from, &d).await;
+        for (actor, code) in &m.codes {
+            let before = w.get(&name).await;
+            let what = format!("{} ({name}, from {}) by {actor:?}", m.what, m.from);
+            let reply = w.status(*actor, &name, m.install, m.status.clone()).await;
+            if *code == 200 {
+                assert_eq!(reply.status, 200, "{what}: {}", reply.text);
+                let after = w.get(&name).await;
+                assert_eq!(after["status"]["phase"].as_str(), m.lands, "{what}");
+                if m.lands == Some("AwaitingApproval") {
+                    assert_eq!(
+                        after["status"].get("approval"),
+                        None,
+                        "{what}: the old approval is dropped"
+                    );
+                }
+                // A finished Plan stays finished.
+                if after["status"]["phase"] == "Failed" {
+                    let reply = w
+                        .status(Admin, &name, m.install, json!({"phase": "Ready"}))
+                        .await;
+                    refused(
+                        &w,
+                        &reply,
+                        409,
+                        &name,
+                        &after,
+                        "an admin reopening a Failed Plan",
+                    )
+                    .await;
+                }
+                break;
+            }
+            refused(&w, &reply, *code, &name, &before, &what).await;
+        }
+    }
+
+    // Approving through status is refused by every kind of write.
+    w.drive("waits", PROMPT, "AwaitingApproval", &d).await;
+    let before = w.get("waits").await;
+    let mut whole = before.clone();
+    whole["status"]["phase"] = json!("Approved");
+    for actor in [OwnRunner, Admin] {
+        let path = format!("{API}/plans/waits/status?fieldManager=t&force=true");
+        let apply = json!({"apiVersion": "outpost.dev/v1alpha1", "kind": "Plan", "metadata": {"name": "waits"}, "status": {"phase": "Approved"}});
+        let ops = json!([{"op": "replace", "path": "/status/phase", "value": "Approved"}]);
+        for (method, media, body) in [
+            ("PUT", JSON, whole.clone()),
+            ("PATCH", APPLY, apply),
+            ("PATCH", JSON_PATCH, ops),
+        ] {
+            let path = if method == "PATCH" && media != APPLY {
+                path.replace("&force=true", "")
+            } else {
+                path.clone()
+            };
+            let path = if method == "PUT" {
+                path.replace("&force=true", "")
+            } else {
+                path
+            };
+            let reply = w.send(actor, PROMPT, method, &path, media, body).await;
+            refused(
+                &w,
+                &reply,
+                403,
+                "waits",
+                &before,
+                &format!("{actor:?} approves with {method} {media}"),
+            )
+            .await;
+        }
+    }
+
+    // The approval subresource: approvers and admins only, on the diff they saw.
+    for actor in [Viewer, OtherRunner, OwnRunner] {
+        let reply = w
+            .decide(
+                actor,
+                "waits",
+                PROMPT,
+                json!({"decision": "approve", "diffHash": d["hash"]}),
+            )
+            .await;
+        refused(
+            &w,
+            &reply,
+            403,
+            "waits",
+            &before,
+            &format!("{actor:?} approves"),
+        )
+        .await;
+    }
+    let reply = w
+        .decide(
+            Approver,
+            "waits",
+            PROMPT,
+            json!({"decision": "approve", "diffHash": diff('z', 1)["hash"]}),
+        )
+        .await;
+    refused(&w, &reply, 409, "waits", &before, "approving another diff").await;
+    assert!(
+        reply.text.contains(&format!(
+            "the diff changed: approve {} after reviewing it",
+            d["hash"].as_str().unwrap()
+        )),
+        "{}",
+        reply.text
+    );
+    let reply = w
+        .decide(
+            Approver,
+            "waits",
+            PROMPT,
+            json!({"decision": "deny", "diffHash": d["hash"]}),
+        )
+        .await;
+    refused(
+        &w,
+        &reply,
+        422,
+        "waits",
+        &before,
+        "denying without a reason",
+    )
+    .await;
+    let reply = w
+        .decide(
+            Approver,
+            "ghost",
+            PROMPT,
+            json!({"decision": "approve", "diffHash": d["hash"]}),
+        )
+        .await;
+    refused(
+        &w,
+        &reply,
+        404,
+        "ghost",
+        &Value::Null,
+        "approving a Plan that does not exist",
+    )
+    .await;
+    let reply = w
+        .decide(
+            Approver,
+            "waits",
+            PROMPT,
+            json!({"decision": "approve", "diffHash": d["hash"]}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["status"]["phase"], "Approved");
+    let approved = w.get("waits").await;
+    let reply = w
+        .decide(
+            Admin,
+            "waits",
+            PROMPT,
+            json!({"decision": "deny", "diffHash": d["hash"], "reason": "late"}),
+        )
+        .await;
+    refused(&w, &reply, 409, "waits", &approved, "deciding twice").await;
+    let not_yet = w.get("made").await;
+    let reply = w
+        .decide(
+            Admin,
+            "made",
+            PROMPT,
+            json!({"decision": "approve", "diffHash": d["hash"]}),
+        )
+        .await;
+    refused(
+        &w,
+        &reply,
+        409,
+        "made",
+        &not_yet,
+        "approving a Pending Plan",
+    )
+    .await;
+
+    // An admin denies: Denied, with who and why.
+    w.drive("denied", PROMPT, "AwaitingApproval", &d).await;
+    let reply = w
+        .decide(
+            Admin,
+            "denied",
+            PROMPT,
+            json!({"decision": "deny", "diffHash": d["hash"], "reason": "not on a Friday"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let denied = w.get("denied").await;
+    assert_eq!(denied["status"]["phase"], "Denied");
+    assert_eq!(
+        denied["status"]["message"],
+        "denied by admin: not on a Friday"
+    );
+    assert!(denied["status"]["finishedAt"].is_string());
+
+    // kubectl decides through the subresource too, and shows the diff in CHANGES.
+    w.drive("by-kubectl", PROMPT, "AwaitingApproval", &d).await;
+    let body = json!({"decision": "approve", "diffHash": d["hash"]}).to_string();
+    let approver = w.cp.kubectl_as(&w.cp.approver_token);
+    approver.ok(&[
+        "patch",
+        "plan",
+        "by-kubectl",
+        "--subresource",
+        "approval",
+        "--type",
+        "merge",
+        "-p",
+        &body,
+    ]);
+    assert_eq!(w.get("by-kubectl").await["status"]["phase"], "Approved");
+    let table = w.cp.kubectl().ok(&["get", "plan", "by-kubectl"]);
+    assert!(
+        table.contains("CHANGES") && table.contains("+1 ~1 -0"),
+        "{table}"
+    );
+    let viewer = w.cp.kubectl_as(&w.cp.viewer_token);
+    let run = viewer.run(&[
+        "patch",
+        "plan",
+        "by-kubectl",
+        "--subresource",
+        "approval",
+        "--type",
+        "merge",
+        "-p",
+        &body,
+    ]);
+    assert!(!run.ok && run.stderr.contains("forbidden"), "{run:?}");
+
+    // Discovery names the subresource.
+    let resources =
+        w.cp.kubectl()
+            .ok(&["get", "--raw", "/apis/outpost.dev/v1alpha1"]);
+    assert!(resources.contains("\"plans/approval\""), "{resources}");
+}

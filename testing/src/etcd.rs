@@ -1,0 +1,101 @@
+//! One throwaway etcd member, for tests and benchmarks.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::free_port;
+
+/// A single-member etcd started from the `etcd` binary on `PATH`, on free loopback
+/// ports in a temporary directory, for tests and benchmarks. Killed and removed on drop.
+///
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// let etcd = outpost_testing::ThrowawayEtcd::start().await?;
+/// println!("etcd at {}", etcd.endpoint());
+/// # Ok(()) }
+/// ```
+pub struct ThrowawayEtcd {
+    child: Child,
+    endpoint: String,
+    dir: tempfile::TempDir,
+}
+
+impl ThrowawayEtcd {
+    /// Starts etcd and waits (up to 30 s) until it answers a read.
+    ///
+    /// # Errors
+    /// When etcd cannot be started (not installed), exits, or does not answer in time;
+    /// the message carries etcd's log.
+    pub async fn start() -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("outpost-etcd-").tempdir()?;
+        let (client, peer) = (free_port(), free_port());
+        let endpoint = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let log = std::fs::File::create(dir.path().join("etcd.log"))?;
+        let child = Command::new("etcd")
+            .arg("--name=outpost-throwaway")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={endpoint}"))
+            .arg(format!("--advertise-client-urls={endpoint}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=outpost-throwaway={peer_url}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| {
+                std::io::Error::other(format!(
+                    "cannot start etcd (is etcd-server installed? `./x deps` installs it): {e}"
+                ))
+            })?;
+        let mut etcd = ThrowawayEtcd {
+            child,
+            endpoint,
+            dir,
+        };
+        etcd.wait_ready().await?;
+        Ok(etcd)
+    }
+
+    async fn wait_ready(&mut self) -> std::io::Result<()> {
+        let endpoint = self.endpoint.clone();
+        let child = &mut self.child;
+        let ready = crate::wait_for(Duration::from_secs(30), async || {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(Err(format!("etcd exited with {status}")));
+            }
+            let mut client = etcd_client::Client::connect([&endpoint], None).await.ok()?;
+            client.get("/", None).await.ok().map(|_| Ok(()))
+        })
+        .await;
+        match ready {
+            Some(Ok(())) => Ok(()),
+            Some(Err(exited)) => Err(std::io::Error::other(format!("{exited}: {}", self.log()))),
+            None => Err(std::io::Error::other(format!(
+                "etcd did not answer within 30 s: {}",
+                self.log()
+            ))),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
+    }
+
+    /// The client endpoint, `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The `--store` value of `outpost server` for this etcd, `etcd://127.0.0.1:PORT`.
+    pub fn store(&self) -> String {
+        format!("etcd://{}", self.endpoint.trim_start_matches("http://"))
+    }
+}
+
+impl Drop for ThrowawayEtcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
