@@ -24,9 +24,7 @@ pub mod crd;
 pub mod customer_input;
 pub mod drift;
 pub mod drift_report;
-pub mod fence;
 pub mod finalizers;
-pub mod hash;
 pub mod input;
 pub mod input_value;
 pub mod install;
@@ -42,10 +40,11 @@ pub mod registry_auth;
 pub mod role;
 pub mod rollout;
 pub mod runner;
-pub mod secret_file;
 pub mod template;
-pub mod validation;
 mod wire;
+
+// Kind-free machinery, in its own crate so the generic API server needs no Outpost kind.
+pub use outpost_meta::{fence, hash, secret_file, validation};
 
 pub use action::{Action, ActionSpec, Step, Trigger, TriggerKind};
 pub use app::{App, AppSpec, AppStatus, RunnerSettings, Sandbox, SandboxType};

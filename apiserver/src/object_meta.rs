@@ -3,7 +3,7 @@
 //! and what create, update and the `/status` subresource may change.
 
 use crate::status::FieldError;
-use outpost_api::validation::{is_dns1123_label, is_dns1123_subdomain};
+use outpost_meta::validation::{is_dns1123_label, is_dns1123_subdomain};
 use serde_json::{Map, Value, json};
 
 use crate::registry::ResourceType;

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 /// A field's error, one cause of a 422 `Invalid`.
-pub use outpost_api::{FieldError, FieldErrorKind};
+pub use outpost_meta::{FieldError, FieldErrorKind};
 use serde_json::{Value, json};
 
 use crate::registry::ResourceType;

@@ -29,11 +29,11 @@ impl SelfSigned {
             return Ok(files);
         }
         // The serving key is a credential: 0600 in a 0700 directory.
-        outpost_api::secret_file::private_dir(dir)?;
+        outpost_meta::secret_file::private_dir(dir)?;
         let (ca_pem, cert_pem, key_pem) = generate().map_err(std::io::Error::other)?;
         std::fs::write(&files.ca, ca_pem)?;
         std::fs::write(&files.cert, cert_pem)?;
-        outpost_api::secret_file::write(&files.key, key_pem)?;
+        outpost_meta::secret_file::write(&files.key, key_pem)?;
         Ok(files)
     }
 

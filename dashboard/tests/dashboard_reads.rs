@@ -6,7 +6,7 @@
 //! `outpost_ui_fleet_streams`, `outpost_watch_cache_objects_read_total`).
 
 // The API server in the test process (shared with the API server's own tests).
-#[path = "../../apiserver/tests/server_support/mod.rs"]
+#[path = "../../kinds/tests/server_support/mod.rs"]
 mod server_support;
 
 use std::time::Duration;

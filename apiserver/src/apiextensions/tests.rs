@@ -27,7 +27,7 @@ fn standin() -> Registry {
 }
 
 /// The fields the causes name, sorted.
-fn fields(causes: &[outpost_api::FieldError]) -> Vec<&str> {
+fn fields(causes: &[outpost_meta::FieldError]) -> Vec<&str> {
     let mut fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
     fields.sort();
     fields

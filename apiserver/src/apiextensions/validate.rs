@@ -2,8 +2,8 @@
 //! it once it is.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use outpost_api::FieldError;
-use outpost_api::validation::{is_dns1123_label, is_dns1123_subdomain};
+use outpost_meta::FieldError;
+use outpost_meta::validation::{is_dns1123_label, is_dns1123_subdomain};
 use serde_json::{Value, json};
 
 use crate::registry::{Registry, ResourceType};

@@ -128,7 +128,7 @@ pub fn schema_name(group: &str, version: &str, kind: &str) -> String {
 
 /// A stable digest of a document, for the `hash` of its URL.
 fn document_hash(doc: &Value) -> String {
-    let hash = outpost_api::content_hash(doc);
+    let hash = outpost_meta::content_hash(doc);
     hash.trim_start_matches("sha256:").to_uppercase()
 }
 

@@ -429,7 +429,7 @@ fn valid_key(key: &str) -> Result<(), String> {
     let mut errors = Vec::new();
     match prefix {
         Some("") => errors.push("prefix part must be non-empty".to_owned()),
-        Some(p) if !outpost_api::validation::is_dns1123_subdomain(p) => errors.push(
+        Some(p) if !outpost_meta::validation::is_dns1123_subdomain(p) => errors.push(
             "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_owned()),
         _ => {}
     }

@@ -1,4 +1,4 @@
-//! Fenced writes ([`outpost_api::fence`]): a write that carries a fencing token is
+//! Fenced writes ([`outpost_meta::fence`]): a write that carries a fencing token is
 //! refused with 409 unless the token's Lease is still at the token's revision, so a
 //! deposed controllers leader cannot write once another replica has taken the Lease.
 //! Writes without the header are not fenced.
@@ -8,7 +8,7 @@
 //! the two (the length of one request) is not caught. The store has no transaction over
 //! two keys; the window it leaves is that of one request, not the lease's 15 s.
 
-use outpost_api::fence::{FENCE_HEADER, FenceToken};
+use outpost_meta::fence::{FENCE_HEADER, FenceToken};
 use serde_json::Value;
 
 use super::dispatch::Call;
@@ -24,7 +24,7 @@ pub async fn check(call: &Call) -> Result<(), ApiError> {
         .to_str()
         .map_err(|_| ApiError::BadRequest(format!("the {FENCE_HEADER} header is not text")))?
         .parse()
-        .map_err(|err: outpost_api::fence::InvalidFenceToken| {
+        .map_err(|err: outpost_meta::fence::InvalidFenceToken| {
             ApiError::BadRequest(err.to_string())
         })?;
     let leases = call

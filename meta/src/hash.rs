@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 /// ```
 /// let a = serde_json::json!({"a": 1, "b": [true]});
 /// let b = serde_json::json!({"b": [true], "a": 1});
-/// assert_eq!(outpost_api::content_hash(&a), outpost_api::content_hash(&b));
+/// assert_eq!(outpost_meta::content_hash(&a), outpost_meta::content_hash(&b));
 /// ```
 pub fn content_hash(value: &Value) -> String {
     let mut canonical = String::new();

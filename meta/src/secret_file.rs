@@ -40,7 +40,7 @@ pub fn create(path: &Path) -> io::Result<File> {
 /// Writes `contents` to `path`, mode 0600, in a directory made 0700.
 ///
 /// ```no_run
-/// outpost_api::secret_file::write(std::path::Path::new(".outpost/runner/token"), "opr_…\n")?;
+/// outpost_meta::secret_file::write(std::path::Path::new(".outpost/runner/token"), "opr_…\n")?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn write(path: &Path, contents: impl AsRef<[u8]>) -> io::Result<()> {

@@ -16,7 +16,7 @@ pub const FENCE_HEADER: &str = "outpost-fence";
 /// A leader's fencing token: its Lease and the Lease's revision.
 ///
 /// ```
-/// let token: outpost_api::fence::FenceToken = "default/outpost-controllers@42".parse().unwrap();
+/// let token: outpost_meta::fence::FenceToken = "default/outpost-controllers@42".parse().unwrap();
 /// assert_eq!(token.revision, 42);
 /// assert_eq!(token.to_string(), "default/outpost-controllers@42");
 /// ```
