@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// A container of a workload the chart created, made runnable here: its args and env
+/// with Secret volumes and `secretKeyRef`s read from the cluster and written into
+/// `dir` (the mount paths in args rewritten to it), `fieldRef metadata.name` set to
+/// `pod`, and `$(VAR)` references expanded, as a kubelet would.
 fn local_container(
     cluster: &ControlPlane,
     namespace: &str,

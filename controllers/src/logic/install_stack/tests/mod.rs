@@ -143,7 +143,6 @@ fn role_resources(ids: &BTreeSet<String>) -> BTreeSet<&str> {
         .collect()
 }
 
-
 /// The runner VM's UserData script.
 fn user_data(template: &Value) -> &str {
     template["Resources"]["RunnerInstance"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]

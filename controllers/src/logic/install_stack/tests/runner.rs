@@ -182,7 +182,6 @@ fn only_the_runner_role_may_write_the_audit_anchor_parameters() {
     );
 }
 
-
 #[test]
 fn no_token_is_in_the_user_data_or_a_default() {
     let template = example_stack();
