@@ -86,7 +86,10 @@ impl BenchPlane {
         let mut tokens = HashMap::new();
         for name in installs {
             create(&client, "installs", install(name)).await?;
-            tokens.insert((*name).to_owned(), mint(&client, NAMESPACE, name).await?);
+            tokens.insert(
+                (*name).to_owned(),
+                outpost_runner::token::mint(&client, NAMESPACE, name).await?,
+            );
         }
         Ok(Self {
             url,
@@ -222,28 +225,6 @@ fn install(name: &str) -> Value {
         "spec": {"app": "bench", "approvalMode": "approve-all",
                  "cloud": {"provider": "aws", "accountId": "111122223333", "region": "eu-west-1"}},
     })
-}
-
-/// Mints the runner token of install `namespace/install`, as `outpost token` does.
-pub(crate) async fn mint(
-    client: &Client,
-    namespace: &str,
-    install: &str,
-) -> anyhow::Result<String> {
-    let request = http::Request::post(format!(
-        "/apis/outpost.dev/v1alpha1/namespaces/{namespace}/installs/{install}/token"
-    ))
-    .header(http::header::CONTENT_TYPE, "application/json")
-    .body(b"{}".to_vec())?;
-    let answer: Value = client
-        .request(request)
-        .await
-        .context("minting the runner token")?;
-    answer
-        .get("token")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .context("the API server answered without a token")
 }
 
 /// What to measure.

@@ -357,7 +357,7 @@ async fn start_runner(
     let token = match std::fs::read_to_string(home.join("token")) {
         Ok(token) => token.trim().to_owned(),
         Err(_) => {
-            let token = crate::token::mint(client, namespace, install).await?;
+            let token = outpost_runner::token::mint(client, namespace, install).await?;
             write_private(&home.join("token"), &token)?;
             println!("outpost: minted the runner token of {namespace}/{install}");
             token

@@ -168,3 +168,66 @@ mod tests {
         assert!(!format!("{source:?}").contains("secret"));
     }
 }
+
+/// Mints a new runner token for install `namespace/install` with an admin's `client`
+/// (`outpost token`, `outpost up`, the benchmarks): `POST
+/// /apis/outpost.dev/v1alpha1/namespaces/NS/installs/NAME/token`, which rotates any
+/// previous token. The answer is the only place the token is ever shown.
+pub async fn mint(
+    client: &kube_client::Client,
+    namespace: &str,
+    install: &str,
+) -> Result<String, MintError> {
+    let named = || format!("{namespace}/{install}");
+    let request = http::Request::post(format!(
+        "/apis/outpost.dev/v1alpha1/namespaces/{namespace}/installs/{install}/token"
+    ))
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .body(b"{}".to_vec())
+    .map_err(|source| MintError::Path {
+        install: named(),
+        source,
+    })?;
+    let answer: serde_json::Value =
+        client
+            .request(request)
+            .await
+            .map_err(|source| MintError::Request {
+                install: named(),
+                source,
+            })?;
+    answer
+        .get("token")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| MintError::NoToken { install: named() })
+}
+
+/// Why [`mint`] has no token. No variant carries a token.
+#[derive(Debug, thiserror::Error)]
+pub enum MintError {
+    /// The namespace or name cannot be part of a request path.
+    #[error("cannot mint a runner token for install {install}: not a valid request path")]
+    Path {
+        /// NAMESPACE/NAME.
+        install: String,
+        /// Why the path is refused.
+        #[source]
+        source: http::Error,
+    },
+    /// The API server refused (not an admin, no such install) or could not be reached.
+    #[error("cannot mint a runner token for install {install}")]
+    Request {
+        /// NAMESPACE/NAME.
+        install: String,
+        /// The API server's answer or the transport's error.
+        #[source]
+        source: kube_client::Error,
+    },
+    /// The answer had no `token`.
+    #[error("the API server answered without a runner token for install {install}")]
+    NoToken {
+        /// NAMESPACE/NAME.
+        install: String,
+    },
+}

@@ -130,7 +130,7 @@ impl Fleet {
             .map(|install| {
                 let shared = shared.clone();
                 async move {
-                    let token = crate::runner::mint(admin, namespace, &install).await?;
+                    let token = outpost_runner::token::mint(admin, namespace, &install).await?;
                     let client = runner_client(url, namespace, token)?;
                     let (ready, watching) = tokio::sync::oneshot::channel();
                     let runner = Runner {
