@@ -22,17 +22,8 @@ use crate::output;
 pub struct DeployArgs {
     /// The component to deploy again, with the desired state rendered now.
     component: String,
-    /// The install.
-    #[arg(long)]
-    install: String,
-    /// Print the Plan's phase changes until it finishes; fail if it fails.
-    #[arg(long)]
-    wait: bool,
-    /// Seconds the Install controller has to make the Plan.
-    #[arg(long, default_value_t = 30)]
-    timeout: u64,
     #[command(flatten)]
-    common: Common,
+    target: Target,
 }
 
 /// Arguments of `outpost trigger`.
@@ -40,13 +31,21 @@ pub struct DeployArgs {
 pub struct TriggerArgs {
     /// The action to run (one with a `manual` trigger).
     action: String,
-    /// The install.
-    #[arg(long)]
-    install: String,
     /// Run under this role: the runtime override, step 1 of the role precedence chain.
     /// The App must declare it, or the Plan is denied.
     #[arg(long)]
     role: Option<String>,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// What `deploy` and `trigger` share: the install they request a Plan of, what to wait
+/// for, and the connection.
+#[derive(clap::Args)]
+struct Target {
+    /// The install.
+    #[arg(long)]
+    install: String,
     /// Print the Plan's phase changes until it finishes; fail if it fails.
     #[arg(long)]
     wait: bool,
@@ -59,8 +58,8 @@ pub struct TriggerArgs {
 
 /// Requests a `deploy` Plan of a component.
 pub async fn deploy(args: DeployArgs) -> anyhow::Result<()> {
-    let (client, namespace) = args.common.client().await?;
-    let install = get_install(&client, &namespace, &args.install).await?;
+    let (client, namespace) = args.target.common.client().await?;
+    let install = get_install(&client, &namespace, &args.target.install).await?;
     let app = &install.spec.app;
     let component = Api::<Component>::namespaced(client.clone(), &namespace)
         .get_opt(&args.component)
@@ -70,28 +69,17 @@ pub async fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         anyhow::bail!(
             "component {namespace}/{} not found in app {app} of install {}: list the app's components with `kubectl get components -n {namespace} --field-selector spec.app={app}`",
             args.component,
-            args.install
+            args.target.install
         );
     }
     let request = PlanRequest::new(Operation::Deploy, &args.component, None, Some(operator()));
-    submit(
-        &client,
-        &namespace,
-        &install,
-        request,
-        &args.common,
-        Wait {
-            plan_within: Duration::from_secs(args.timeout),
-            until_done: args.wait,
-        },
-    )
-    .await
+    submit(&client, &namespace, &install, request, &args.target).await
 }
 
 /// Requests a `trigger` Plan of an action, optionally with a runtime role override.
 pub async fn trigger(args: TriggerArgs) -> anyhow::Result<()> {
-    let (client, namespace) = args.common.client().await?;
-    let install = get_install(&client, &namespace, &args.install).await?;
+    let (client, namespace) = args.target.common.client().await?;
+    let install = get_install(&client, &namespace, &args.target.install).await?;
     let app = &install.spec.app;
     let Some(action) = Api::<Action>::namespaced(client.clone(), &namespace)
         .get_opt(&args.action)
@@ -101,7 +89,7 @@ pub async fn trigger(args: TriggerArgs) -> anyhow::Result<()> {
         anyhow::bail!(
             "action {namespace}/{} not found in app {app} of install {}: list the app's actions with `kubectl get actions -n {namespace} --field-selector spec.app={app}`",
             args.action,
-            args.install
+            args.target.install
         );
     };
     if !action
@@ -128,26 +116,7 @@ pub async fn trigger(args: TriggerArgs) -> anyhow::Result<()> {
         args.role.clone(),
         Some(operator()),
     );
-    submit(
-        &client,
-        &namespace,
-        &install,
-        request,
-        &args.common,
-        Wait {
-            plan_within: Duration::from_secs(args.timeout),
-            until_done: args.wait,
-        },
-    )
-    .await
-}
-
-/// What `submit` waits for.
-struct Wait {
-    /// How long the Install controller has to make the Plan.
-    plan_within: Duration,
-    /// Whether to follow the Plan until it finishes.
-    until_done: bool,
+    submit(&client, &namespace, &install, request, &args.target).await
 }
 
 async fn get_install(
@@ -172,9 +141,9 @@ async fn submit(
     namespace: &str,
     install: &Install,
     request: PlanRequest,
-    common: &Common,
-    wait: Wait,
+    target: &Target,
 ) -> anyhow::Result<()> {
+    let plan_within = Duration::from_secs(target.timeout);
     let installs = Api::<Install>::namespaced(client.clone(), namespace);
     let plans = Api::<Plan>::namespaced(client.clone(), namespace);
     let name = install.name_any();
@@ -191,7 +160,7 @@ async fn submit(
         "requested {} of {} on install {namespace}/{name}; waiting for plan {plan_name}",
         request.operation, request.name
     );
-    let deadline = Instant::now() + wait.plan_within;
+    let deadline = Instant::now() + plan_within;
     let plan = loop {
         if let Some(plan) = plans.get_opt(&plan_name).await? {
             break plan;
@@ -206,7 +175,7 @@ async fn submit(
             }
             anyhow::bail!(
                 "the install controller did not make plan {namespace}/{plan_name} within {}s, so the request was withdrawn: check that `outpost controllers` runs; a component is planned only once its dependencies are deployed (`outpost status -n {namespace}`)",
-                wait.plan_within.as_secs()
+                plan_within.as_secs()
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -214,13 +183,13 @@ async fn submit(
     // Served: the request goes, so that deleting the Plan later does not run it again.
     let install = get_install(client, namespace, &name).await?;
     requests.update(install, None, None).await?;
-    let plan = if wait.until_done {
+    let plan = if target.wait {
         crate::logs::wait(&plans, namespace, &plan_name).await?
     } else {
         plan
     };
     output::print(
-        common.output,
+        target.common.output,
         &plan,
         vec![vec![format!("plan/{plan_name}")]],
     )

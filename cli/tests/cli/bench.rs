@@ -4,18 +4,7 @@ use super::*;
 
 #[test]
 fn bench_store_prints_both_backends_and_ratios_to_raw_etcd() {
-    let mut command = outpost();
-    command.args(["bench", "store", "--ops", "200", "--concurrency", "1,8"]);
-    if let Ok(etcd) = std::env::var("OUTPOST_TEST_ETCD") {
-        command.args(["--etcd", &etcd]);
-    }
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = bench_with_etcd(&["store", "--ops", "200", "--concurrency", "1,8"]);
     for (backend, operation) in [
         ("raw-etcd", "put"),
         ("raw-etcd", "txn"),
@@ -40,9 +29,7 @@ fn bench_store_prints_both_backends_and_ratios_to_raw_etcd() {
 
 #[test]
 fn bench_api_prints_http_and_store_rates_and_fan_out_percentiles() {
-    let mut command = outpost();
-    command.args([
-        "bench",
+    let stdout = bench_with_etcd(&[
         "api",
         "--ops",
         "100",
@@ -53,16 +40,6 @@ fn bench_api_prints_http_and_store_rates_and_fan_out_percentiles() {
         "--events",
         "5",
     ]);
-    if let Ok(etcd) = std::env::var("OUTPOST_TEST_ETCD") {
-        command.args(["--etcd", &etcd]);
-    }
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     let rows: Vec<Vec<&str>> = stdout
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -133,6 +110,16 @@ fn bench(args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// [`bench`], given `--etcd` with the etcd in `OUTPOST_TEST_ETCD` when that is set.
+fn bench_with_etcd(args: &[&str]) -> String {
+    let etcd = std::env::var("OUTPOST_TEST_ETCD");
+    let mut all = args.to_vec();
+    if let Ok(etcd) = &etcd {
+        all.extend(["--etcd", etcd]);
+    }
+    bench(&all)
 }
 
 #[test]
