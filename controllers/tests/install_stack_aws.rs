@@ -13,7 +13,9 @@ use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use outpost_testing::wait_for_blocking;
 
 /// moto's fixed account id.
 const ACCOUNT: &str = "123456789012";
@@ -228,8 +230,8 @@ impl Moto {
         params.extend(keys.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         self.ok("cloudformation", &params);
 
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
+        let mut status = String::new();
+        let body = wait_for_blocking(Duration::from_secs(120), || {
             let body = self.ok(
                 "cloudformation",
                 &[
@@ -238,16 +240,14 @@ impl Moto {
                     ("StackName", name),
                 ],
             );
-            let status = first_tag(&body, "StackStatus").expect("DescribeStacks has a status");
-            if !status.ends_with("_IN_PROGRESS") {
-                let keys = all_tags(&body, "OutputKey");
-                let values = all_tags(&body, "OutputValue");
-                assert_eq!(keys.len(), values.len(), "{body}");
-                return (status, keys.into_iter().zip(values).collect());
-            }
-            assert!(Instant::now() < deadline, "stack {name} stuck in {status}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            status = first_tag(&body, "StackStatus").expect("DescribeStacks has a status");
+            (!status.ends_with("_IN_PROGRESS")).then_some(body)
+        })
+        .unwrap_or_else(|| panic!("stack {name} stuck in {status}"));
+        let keys = all_tags(&body, "OutputKey");
+        let values = all_tags(&body, "OutputValue");
+        assert_eq!(keys.len(), values.len(), "{body}");
+        (status, keys.into_iter().zip(values).collect())
     }
 
     /// EC2 ids of moto's default VPC and one of its subnets.

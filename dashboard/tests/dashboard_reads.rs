@@ -218,14 +218,10 @@ async fn live_updates_share_one_snapshot(store: TestStore) {
 
     // The last stream closed stops the feed; the next stream starts a fresh one.
     drop(streams);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while metric(&server, STREAMS).await != 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the streams' tasks end"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    outpost_testing::eventually(30, "the streams' tasks to end", async || {
+        (metric(&server, STREAMS).await == 0).then_some(())
+    })
+    .await;
     let admin = login(&server, ADMIN).await;
     let mut again = Stream::open(&server, &admin).await;
     let fresh = again.next_fleet().await;

@@ -45,19 +45,21 @@ impl PushTestImage for Registry {
 
 /// Opens a control plane's store directly, around the API.
 pub trait EditStore {
-    /// Runs `edit` on the store the server runs on, opened directly as someone with
-    /// access to it (the vendor, or an attacker on the vendor's side) would, going
-    /// around the API. Stop the server first for the embedded store: its file is locked
-    /// while open; it is closed again before this returns.
+    /// Stops the server, runs `edit` on the store it runs on, opened directly as someone
+    /// with access to it (the vendor, or an attacker on the vendor's side) would, going
+    /// around the API, and starts the server again. Stopped, because the embedded
+    /// store's file is locked while open (it is closed again before the restart) and a
+    /// running server's watch cache would hide the edit.
     fn edit_store(
-        &self,
+        &mut self,
         edit: impl AsyncFnOnce(&dyn outpost_apiserver::storage::Store),
     ) -> impl Future<Output = ()>;
 }
 
 impl EditStore for ControlPlane {
-    async fn edit_store(&self, edit: impl AsyncFnOnce(&dyn outpost_apiserver::storage::Store)) {
+    async fn edit_store(&mut self, edit: impl AsyncFnOnce(&dyn outpost_apiserver::storage::Store)) {
         use outpost_apiserver::storage::{EmbeddedStore, StoreLocation};
+        self.stop();
         let location: StoreLocation = self.store().parse().expect("the server's --store parses");
         match location {
             StoreLocation::Embedded(dir) => {
@@ -75,5 +77,6 @@ impl EditStore for ControlPlane {
                 edit(store.as_ref()).await;
             }
         }
+        self.start_again().await;
     }
 }

@@ -125,6 +125,31 @@ pub(crate) async fn swap_runner_key(store: &dyn outpost_apiserver::storage::Stor
         .unwrap();
 }
 
+/// Deletes the newest three of the install's `events` AuditEvents in the store, around
+/// the API.
+pub(crate) async fn cut_tail(cp: &mut ControlPlane, events: u64) {
+    cp.edit_store(async |store| {
+        for sequence in events - 3..events {
+            store.delete(&event_key(sequence), None).await.unwrap();
+        }
+    })
+    .await;
+}
+
+/// Asserts that a verification's output names the three events [`cut_tail`] deleted as
+/// missing, against the runner's `checkpoint`.
+pub(crate) fn names_the_cut_tail(out: &str, events: u64, checkpoint: &Checkpoint) {
+    let (first, last) = (events - 3, events - 1);
+    assert!(
+        out.contains(&format!(
+            "events {INSTALL}-{first}..{INSTALL}-{last}: missing: the log ends at {INSTALL}-{} but the runner's checkpoint at {} says {INSTALL}-{last}",
+            first - 1,
+            checkpoint.timestamp
+        )),
+        "{out}"
+    );
+}
+
 /// The store key of the install's AuditEvent `sequence`.
 pub(crate) fn event_key(sequence: u64) -> String {
     format!("/registry/outpost.dev/auditevents/default/{INSTALL}-{sequence}")
@@ -168,25 +193,11 @@ async fn cut_tail_and_swapped_key(backend: Backend) {
     assert!(err.contains("no trust anchor: give --key FILE"), "{err}");
 
     // Someone with the store deletes the newest three events, around the API.
-    cp.stop();
-    cp.edit_store(async |store| {
-        for sequence in events - 3..events {
-            store.delete(&event_key(sequence), None).await.unwrap();
-        }
-    })
-    .await;
-    cp.start_again().await;
+    cut_tail(&mut cp, events).await;
     let (code, out, _) = verify_with_key(&cp, &dirs);
     assert_eq!(code, 1, "{out}");
-    let (first, last) = (events - 3, events - 1);
-    assert!(
-        out.contains(&format!(
-            "events {INSTALL}-{first}..{INSTALL}-{last}: missing: the log ends at {INSTALL}-{} but the runner's checkpoint at {} says {INSTALL}-{last}",
-            first - 1,
-            checkpoint.timestamp
-        )),
-        "{out}"
-    );
+    names_the_cut_tail(&out, events, &checkpoint);
+    let first = events - 3;
     // Trusting the control plane, the shortened log looks whole.
     let (code, out, err) = verify_trusting_control_plane(&cp);
     assert_eq!(
@@ -202,7 +213,6 @@ async fn cut_tail_and_swapped_key(backend: Backend) {
     // event edited: a rewrite the control plane's own view cannot tell from the real log.
     let attacker_dir = tempfile::tempdir().unwrap();
     let attacker = outpost_runner::Identity::load_or_create(attacker_dir.path()).unwrap();
-    cp.stop();
     cp.edit_store(async |store| {
         swap_runner_key(store, &attacker.public_key()).await;
         let mut previous: Option<String> = None;
@@ -228,7 +238,6 @@ async fn cut_tail_and_swapped_key(backend: Backend) {
         }
     })
     .await;
-    cp.start_again().await;
     let swapped = runners.get(INSTALL).await.unwrap().spec.public_key;
     assert_eq!(swapped, attacker.public_key(), "the store write took");
     // Trusting the control plane, the forgery verifies.

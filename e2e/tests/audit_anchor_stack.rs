@@ -34,7 +34,7 @@ use outpost_testing::job_plans::{
 use outpost_testing::{Backend, ControlPlane, Moto, Process, eventually};
 use serde_json::{Value, json};
 
-use crate::audit_anchor::{event_key, run_plans, swap_runner_key};
+use crate::audit_anchor::{cut_tail, names_the_cut_tail, run_plans, swap_runner_key};
 use crate::customer_aws::{Emulator as _, REGION};
 
 /// The stack's name in the customer's account.
@@ -270,12 +270,10 @@ async fn the_runner_publishes_its_key_and_checkpoints_into_the_customer_stack_an
     // The vendor swaps the control plane's Runner key, around the API.
     let attacker_dir = tempfile::tempdir().unwrap();
     let attacker = outpost_runner::Identity::load_or_create(attacker_dir.path()).unwrap();
-    cp.stop();
     cp.edit_store(async |store| {
         swap_runner_key(store, &attacker.public_key()).await;
     })
     .await;
-    cp.start_again().await;
     assert_eq!(
         runners.get(INSTALL).await.unwrap().spec.public_key,
         attacker.public_key(),
@@ -299,25 +297,10 @@ async fn the_runner_publishes_its_key_and_checkpoints_into_the_customer_stack_an
     assert!(out.contains("signature does not verify"), "{out}");
 
     // Someone with the store deletes the newest three events.
-    cp.stop();
-    cp.edit_store(async |store| {
-        for sequence in events - 3..events {
-            store.delete(&event_key(sequence), None).await.unwrap();
-        }
-    })
-    .await;
-    cp.start_again().await;
+    cut_tail(&mut cp, events).await;
     let (code, out, _) = account.verify_with_stack(&cp);
     assert_eq!(code, 1, "{out}");
-    let (cut, last) = (events - 3, events - 1);
-    assert!(
-        out.contains(&format!(
-            "events {INSTALL}-{cut}..{INSTALL}-{last}: missing: the log ends at {INSTALL}-{} but the runner's checkpoint at {} says {INSTALL}-{last}",
-            cut - 1,
-            checkpoint.timestamp
-        )),
-        "{out}"
-    );
+    names_the_cut_tail(&out, events, &checkpoint);
 
     // The parameter is rewritten to a key no event of the log accounts for.
     account

@@ -2,7 +2,7 @@
 //! Installs through create, update and delete, and recovers from a 410 by relisting.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -10,7 +10,7 @@ use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
 use kube_client::runtime::watcher;
 use outpost_api::Install;
-use outpost_testing::{Backend, ControlPlane, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, eventually, on_both_backends};
 use serde_json::json;
 use tokio::sync::Mutex;
 
@@ -67,12 +67,13 @@ fn error_policy(_: Arc<Install>, _: &Failed, _: Arc<(Api<Install>, Mutex<Seen>)>
     Action::requeue(Duration::from_millis(200))
 }
 
-async fn eventually<F: Fn(&Seen) -> bool>(ctx: &(Api<Install>, Mutex<Seen>), what: &str, check: F) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check(&*ctx.1.lock().await) {
-        assert!(Instant::now() < deadline, "controller never {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Waits until what the controller saw satisfies `check`.
+async fn saw(ctx: &(Api<Install>, Mutex<Seen>), what: &str, check: impl Fn(&Seen) -> bool) {
+    let what = format!("the controller to have {what}");
+    eventually(30, &what, async || {
+        check(&*ctx.1.lock().await).then_some(())
+    })
+    .await;
 }
 
 async fn controller_with_finalizer_reconciles_and_survives_410(backend: Backend) {
@@ -93,7 +94,7 @@ async fn controller_with_finalizer_reconciles_and_survives_410(backend: Backend)
     }))
     .unwrap();
     api.create(&PostParams::default(), &install).await.unwrap();
-    eventually(&ctx, "reconciled the new install", |s| {
+    saw(&ctx, "reconciled the new install", |s| {
         s.applied.iter().any(|(n, _)| n == "ctl")
     })
     .await;
@@ -110,21 +111,14 @@ async fn controller_with_finalizer_reconciles_and_survives_410(backend: Backend)
     )
     .await
     .unwrap();
-    eventually(&ctx, "reconciled the update", |s| {
+    saw(&ctx, "reconciled the update", |s| {
         s.applied.iter().any(|(n, g)| n == "ctl" && *g == 2)
     })
     .await;
 
     // Writes to another kind move the store on; after a restart the server's watch cache
     // starts past the controller's resourceVersion, so its watch gets 410 and relists.
-    let components: Api<kube_client::api::DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &kube_client::core::ApiResource::from_gvk_with_plural(
-            &kube_client::core::GroupVersionKind::gvk("outpost.dev", "v1alpha1", "Component"),
-            "components",
-        ),
-    );
+    let components: Api<outpost_api::Component> = Api::namespaced(client.clone(), "default");
     for i in 0..3 {
         let component = serde_json::from_value(json!({
             "apiVersion": "outpost.dev/v1alpha1", "kind": "Component",
@@ -161,20 +155,16 @@ async fn controller_with_finalizer_reconciles_and_survives_410(backend: Backend)
     )
     .await
     .unwrap();
-    eventually(&ctx, "reconciled after the 410", |s| {
+    saw(&ctx, "reconciled after the 410", |s| {
         s.applied.iter().any(|(n, g)| n == "ctl" && *g == 3)
     })
     .await;
 
     api.delete("ctl", &DeleteParams::default()).await.unwrap();
-    eventually(&ctx, "cleaned up", |s| s.cleaned.iter().any(|n| n == "ctl")).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api.get_opt("ctl").await.unwrap().is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "the install was never removed after cleanup"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    saw(&ctx, "cleaned up", |s| s.cleaned.iter().any(|n| n == "ctl")).await;
+    eventually(30, "the install to be removed after cleanup", async || {
+        api.get_opt("ctl").await.unwrap().is_none().then_some(())
+    })
+    .await;
     controller.abort();
 }

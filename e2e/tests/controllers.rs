@@ -1,32 +1,9 @@
 //! `outpost controllers` against `outpost server`: replicas elect one leader; the App
 //! controller validates apps as a whole and records the release.
 
-use std::time::{Duration, Instant};
-
-use outpost_testing::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, manifests, on_both_backends};
 
 on_both_backends!(app_controller_marks_apps_ready_or_invalid_and_fails_over);
-
-fn eventually(
-    kubectl: &Kubectl,
-    args: &[&str],
-    want: impl Fn(&str) -> bool,
-    limit: Duration,
-) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let run = kubectl.run(args);
-        if run.ok && want(&run.stdout) {
-            return run.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl {} never matched; last: {run:?}",
-            args.join(" ")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 const READY: &[&str] = &[
     "get",
@@ -47,12 +24,7 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
     let mut first = cp.start_controllers("replica-a");
-    let leader = eventually(
-        &kubectl,
-        HOLDER,
-        |h| h == "replica-a",
-        Duration::from_secs(30),
-    );
+    let leader = kubectl.eventually(30, HOLDER, |h| h == "replica-a");
     let _second = cp.start_controllers("replica-b");
     assert_eq!(leader, "replica-a");
 
@@ -66,26 +38,14 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
     ] {
         kubectl.ok(&["apply", "-f", manifests().join(file).to_str().unwrap()]);
     }
-    kubectl.ok(&[
-        "apply",
-        "-f",
-        manifests().join("app.yaml").to_str().unwrap(),
-    ]);
-    let ready = eventually(
-        &kubectl,
-        READY,
-        |s| s.starts_with("True sha256:"),
-        Duration::from_secs(30),
-    );
+    kubectl.apply(&manifests().join("app.yaml"));
+    let ready = kubectl.eventually(30, READY, |s| s.starts_with("True sha256:"));
     let release = ready.split_whitespace().nth(1).unwrap().to_owned();
 
     // Each install gets its CloudFormation stack; `outpost stack` prints it.
-    eventually(
-        &kubectl,
-        &["get", "installstacks", "-o", "name"],
-        |s| s.lines().count() == 2,
-        Duration::from_secs(30),
-    );
+    kubectl.eventually(30, &["get", "installstacks", "-o", "name"], |s| {
+        s.lines().count() == 2
+    });
     let printed = std::process::Command::new(outpost_testing::outpost_binary())
         .args(["stack", "default/acme", "--kubeconfig"])
         .arg(cp.kubeconfig(&cp.admin_token))
@@ -121,8 +81,8 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
     )
     .unwrap();
     kubectl.ok(&["apply", "-f", broken.to_str().unwrap()]);
-    let invalid = eventually(
-        &kubectl,
+    let invalid = kubectl.eventually(
+        30,
         &[
             "get",
             "app",
@@ -131,25 +91,14 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
             r#"jsonpath={.status.conditions[?(@.type=="Invalid")].message}"#,
         ],
         |m| m.contains("queue"),
-        Duration::from_secs(30),
     );
     assert!(invalid.contains("Component/worker"), "{invalid}");
 
     // The leader dies; the other replica takes over (the lease lasts 15 s) and keeps working.
     first.kill();
-    eventually(
-        &kubectl,
-        HOLDER,
-        |h| h == "replica-b",
-        Duration::from_secs(40),
-    );
+    kubectl.eventually(40, HOLDER, |h| h == "replica-b");
     kubectl.ok(&["delete", "component", "worker"]);
-    let ready = eventually(
-        &kubectl,
-        READY,
-        |s| s.starts_with("True "),
-        Duration::from_secs(30),
-    );
+    let ready = kubectl.eventually(30, READY, |s| s.starts_with("True "));
     assert!(
         ready.ends_with(&release),
         "the release is back to what it was: {ready} vs {release}"

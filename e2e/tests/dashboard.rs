@@ -22,69 +22,25 @@
 //! only be read out of order.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use fantoccini::Locator;
 use kube_client::api::{Api, ListParams, Patch, PatchParams};
-use outpost_api::{DriftReport, Install, InstallProgressState, Plan, PlanPhase, Rollout};
+use outpost_api::{InstallPhase, InstallProgressState, Plan, PlanPhase, Rollout};
 use outpost_testing::browser::Browser;
+use outpost_testing::job_plans::{drift_report_in_sync, install_reaches};
 use outpost_testing::phase;
 use outpost_testing::{Backend, ControlPlane, Process, eventually};
 
+use crate::drift::{drift_app, drift_runner};
+
 const INSTALL: &str = "acme";
 
-/// The App (a terraform sandbox and one Deployment), a drift policy, and an install
-/// whose Plans wait for approval.
+/// The App of the drift test (a terraform sandbox and one Deployment, a drift policy),
+/// a manual action, and an install whose Plans wait for approval.
 fn objects(sandbox: &Path) -> String {
     format!(
-        r#"apiVersion: outpost.dev/v1alpha1
-kind: App
-metadata:
-  name: drift-app
-spec:
-  permissions:
-    roles:
-      - name: drift-provision
-        type: provision
-      - name: drift-maintenance
-        type: maintenance
-      - name: drift-deprovision
-        type: deprovision
-  sandbox:
-    type: terraform_module
-    source: {sandbox}
----
-apiVersion: outpost.dev/v1alpha1
-kind: Component
-metadata:
-  name: web
-spec:
-  app: drift-app
-  type: kubernetes_manifest
-  manifest:
-    namespace: shop
-    content: |
-      apiVersion: apps/v1
-      kind: Deployment
-      metadata:
-        name: web
-        labels:
-          app.kubernetes.io/name: web
-      spec:
-        replicas: 2
-        selector:
-          matchLabels:
-            app.kubernetes.io/name: web
-        template:
-          metadata:
-            labels:
-              app.kubernetes.io/name: web
-          spec:
-            containers:
-              - name: web
-                image: nginx:1.27
----
+        r#"{app}---
 apiVersion: outpost.dev/v1alpha1
 kind: Action
 metadata:
@@ -98,26 +54,8 @@ spec:
     - name: rotate
       script: echo rotated
 ---
-apiVersion: outpost.dev/v1alpha1
-kind: Policy
-metadata:
-  name: replicas-pinned
-spec:
-  app: drift-app
-  inputs:
-    - drift
-  enforcement: warn
-  module: |
-    package outpost.replicas_pinned
-
-    deny contains msg if {{
-      some d in input.diff
-      endswith(d.path, ".spec.replicas")
-      msg := sprintf("replicas changed from %v to %v", [d.desired, d.live])
-    }}
----
 {install}"#,
-        sandbox = sandbox.display(),
+        app = drift_app(sandbox, false, ""),
         install = install(INSTALL, "1"),
     )
 }
@@ -164,20 +102,6 @@ spec:
   waveSize: 1
 "#;
 
-fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {
-    let child = cp
-        .runner(INSTALL, token, &dir.join("state"))
-        // The App's sandbox is a local module directory.
-        .arg("--module-root")
-        .arg(dir.join("sandbox"))
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig(&cluster.admin_token))
-        .args(["--terraform", "terraform"])
-        .spawn()
-        .expect("outpost runner starts");
-    Process::new(child)
-}
-
 /// Plays `install`'s runner for its `Ready` Plans: posts a one-change diff and asks for
 /// approval (the runner's move, which the server lets an operator make too).
 async fn ask_for_approval(plans: &Api<Plan>, install: &str) {
@@ -203,6 +127,14 @@ async fn ask_for_approval(plans: &Api<Plan>, install: &str) {
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
             .await;
     }
+}
+
+/// The message the page shows once the API refused the user's click with 403.
+async fn refused(browser: &Browser) -> String {
+    let error = browser.find("#error").await;
+    let status = error.attr("data-status").await.unwrap();
+    assert_eq!(status.as_deref(), Some("403"));
+    browser.text("#error").await
 }
 
 /// The install's Plan of `entity` once it waits for approval.
@@ -241,11 +173,10 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
     cp.kubectl().ok(&["apply", "-f", file.to_str().unwrap()]);
     let _controllers = cp.start_controllers("dashboard");
     let token = cp.mint_runner_token(&format!("default/{INSTALL}"));
-    let _runner = start_runner(&cp, &cluster, &token, dir.path());
+    let runner = drift_runner(&cp, &cluster, &token, dir.path()).spawn();
+    let _runner = Process::new(runner.expect("outpost runner starts"));
     let client = cp.client().await;
     let plans: Api<Plan> = Api::namespaced(client.clone(), "default");
-    let installs: Api<Install> = Api::namespaced(client.clone(), "default");
-    let reports: Api<DriftReport> = Api::namespaced(client.clone(), "default");
     let browser =
         Browser::start(Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots")).await;
     let b = &browser.client;
@@ -266,12 +197,7 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         .await
         .unwrap();
     browser.find("#approve").await.click().await.unwrap();
-    let refused = browser.find("#error").await;
-    assert_eq!(
-        refused.attr("data-status").await.unwrap().as_deref(),
-        Some("403")
-    );
-    let message = browser.text("#error").await;
+    let message = refused(&browser).await;
     assert!(
         message.contains("403 Forbidden")
             && message.contains("User \"viewer\" cannot patch resource \"plans/approval\""),
@@ -335,21 +261,8 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         })
         .await;
     }
-    eventually(60, "the install to be Active", async || {
-        let phase = installs.get(INSTALL).await.ok()?.status?.phase?;
-        (format!("{phase:?}") == "Active").then_some(())
-    })
-    .await;
-    eventually(30, "a first, in-sync drift report", async || {
-        reports
-            .get_opt("acme-web")
-            .await
-            .ok()??
-            .spec
-            .in_sync
-            .then_some(())
-    })
-    .await;
+    install_reaches(&cp, INSTALL, InstallPhase::Active, 60, String::new).await;
+    drift_report_in_sync(&cp, "acme-web", 30).await;
 
     // The fleet matrix shows the cell in sync, and turns it drifted, live.
     b.goto(&format!("{base}/ui")).await.unwrap();
@@ -375,32 +288,9 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         .await
         .unwrap();
     let edit = Instant::now();
-    let editor = dir.path().join("editor.sh");
-    std::fs::write(
-        &editor,
-        "#!/bin/sh\nsed -i 's/replicas: 2$/replicas: 5/' \"$1\"\n",
-    )
-    .unwrap();
-    assert!(
-        Command::new("chmod")
-            .arg("+x")
-            .arg(&editor)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let edited = cluster
-        .kubectl()
-        .command()
-        .env("KUBE_EDITOR", &editor)
-        .env("EDITOR", &editor)
-        .args(["edit", "deployment", "web", "-n", "shop"])
-        .output()
-        .unwrap();
-    assert!(
-        edited.status.success(),
-        "kubectl edit: {}",
-        String::from_utf8_lossy(&edited.stderr)
+    cluster.kubectl().edit(
+        "s/replicas: 2$/replicas: 5/",
+        &["deployment", "web", "-n", "shop"],
     );
     eventually(
         60,
@@ -534,12 +424,7 @@ async fn dashboard_shows_the_fleet_live_and_lets_admins_approve() {
         .items
         .len();
     browser.find("#trigger-run").await.click().await.unwrap();
-    let refused = browser.find("#error").await;
-    assert_eq!(
-        refused.attr("data-status").await.unwrap().as_deref(),
-        Some("403")
-    );
-    let message = browser.text("#error").await;
+    let message = refused(&browser).await;
     assert!(
         message.contains("User \"viewer\" cannot patch resource \"installs\""),
         "{message}"

@@ -16,32 +16,74 @@
 //! * remediation `auto`: the control plane makes a `deploy` Plan with reason `drift`, it
 //!   succeeds, and the Deployment is restored in the stand-in.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, ListParams};
-use outpost_api::{AuditEvent, AuditEventType, DriftReport, DriftState, Install, Plan, PlanPhase};
+use outpost_api::{
+    AuditEvent, AuditEventType, DriftReport, DriftState, Install, InstallPhase, Plan, PlanPhase,
+};
+use outpost_testing::job_plans::{drift_report_in_sync, install_reaches};
 use outpost_testing::{Backend, ControlPlane, Process, eventually};
 
 const INSTALL: &str = "acme";
 const REPORT: &str = "acme-web";
 
-/// The test App, its component and install, and a vendor policy on drift.
+/// The test App, its component and install (`approve-all`), and a vendor policy on drift.
 fn objects(sandbox: &Path, component_drift: &str) -> String {
+    format!(
+        r#"{app}---
+apiVersion: outpost.dev/v1alpha1
+kind: Install
+metadata:
+  name: {INSTALL}
+spec:
+  app: drift-app
+  approvalMode: approve-all
+  cloud:
+    provider: aws
+    accountId: "111122223333"
+    region: eu-west-1
+"#,
+        app = drift_app(sandbox, true, component_drift)
+    )
+}
+
+/// App `drift-app` (three lifecycle roles, the terraform sandbox at `sandbox`), its
+/// component `web` (a Deployment of two nginx replicas in namespace `shop`) and the
+/// vendor policy `replicas-pinned` that warns when web's replicas drift. With
+/// `password`, the App declares secret `db_password` (the Secret `shop/database`) and
+/// web reads it. `component_drift` is a line of web's spec (`drift: ...`) or empty.
+pub(crate) fn drift_app(sandbox: &Path, password: bool, component_drift: &str) -> String {
+    let secrets = if password {
+        "  secrets:
+    - name: db_password
+      kubernetesSecret:
+        namespace: shop
+        name: database
+        key: password
+"
+    } else {
+        ""
+    };
+    let env = if password {
+        "                env:
+                  - name: DATABASE_PASSWORD
+                    valueFrom:
+                      secretKeyRef:
+                        name: database
+                        key: password
+"
+    } else {
+        ""
+    };
     format!(
         r#"apiVersion: outpost.dev/v1alpha1
 kind: App
 metadata:
   name: drift-app
 spec:
-  secrets:
-    - name: db_password
-      kubernetesSecret:
-        namespace: shop
-        name: database
-        key: password
-  permissions:
+{secrets}  permissions:
     roles:
       - name: drift-provision
         type: provision
@@ -83,13 +125,7 @@ spec:
             containers:
               - name: web
                 image: nginx:1.27
-                env:
-                  - name: DATABASE_PASSWORD
-                    valueFrom:
-                      secretKeyRef:
-                        name: database
-                        key: password
----
+{env}---
 apiVersion: outpost.dev/v1alpha1
 kind: Policy
 metadata:
@@ -107,21 +143,27 @@ spec:
       endswith(d.path, ".spec.replicas")
       msg := sprintf("replicas changed from %v to %v", [d.desired, d.live])
     }}
----
-apiVersion: outpost.dev/v1alpha1
-kind: Install
-metadata:
-  name: {INSTALL}
-spec:
-  app: drift-app
-  approvalMode: approve-all
-  cloud:
-    provider: aws
-    accountId: "111122223333"
-    region: eu-west-1
 "#,
         sandbox = sandbox.display()
     )
+}
+
+/// A runner for install acme on the stand-in `cluster`, with its state in `dir/state`
+/// and the App's sandbox module in `dir/sandbox` (a local module directory).
+pub(crate) fn drift_runner(
+    cp: &ControlPlane,
+    cluster: &ControlPlane,
+    token: &str,
+    dir: &Path,
+) -> std::process::Command {
+    let mut command = cp.runner(INSTALL, token, &dir.join("state"));
+    command
+        .arg("--module-root")
+        .arg(dir.join("sandbox"))
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig(&cluster.admin_token))
+        .args(["--terraform", "terraform"]);
+    command
 }
 
 /// The value of the App's `db_password` in the runner's secret store, which the runner
@@ -190,54 +232,25 @@ impl Stand {
 
     /// `.spec.replicas` of the Deployment in the stand-in cluster.
     fn replicas(&self) -> String {
-        self.cluster.kubectl().ok(&[
-            "get",
-            "deployment",
-            "web",
-            "-n",
-            "shop",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ])
+        self.cluster
+            .kubectl()
+            .jsonpath(&["deployment", "web", "-n", "shop"], "{.spec.replicas}")
     }
 
     /// `kubectl edit` of the Deployment with a sed script as the editor.
     fn edit(&self, sed: &str) {
-        let editor = self.dir.path().join("editor.sh");
-        std::fs::write(&editor, format!("#!/bin/sh\nsed -i '{sed}' \"$1\"\n")).unwrap();
-        let chmod = Command::new("chmod").arg("+x").arg(&editor).status();
-        assert!(chmod.unwrap().success());
-        let edited = self
-            .cluster
+        self.cluster
             .kubectl()
-            .command()
-            .env("KUBE_EDITOR", &editor)
-            .env("EDITOR", &editor)
-            .args(["edit", "deployment", "web", "-n", "shop"])
-            .output()
-            .unwrap();
-        assert!(
-            edited.status.success(),
-            "kubectl edit: {}",
-            String::from_utf8_lossy(&edited.stderr)
-        );
+            .edit(sed, &["deployment", "web", "-n", "shop"]);
     }
 }
 
 fn start_runner(cp: &ControlPlane, cluster: &ControlPlane, token: &str, dir: &Path) -> Process {
-    let state: PathBuf = dir.join("state");
-    let child = cp
-        .runner(INSTALL, token, &state)
-        // The App's sandbox is a local module directory.
-        .arg("--module-root")
-        .arg(dir.join("sandbox"))
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig(&cluster.admin_token))
+    let child = drift_runner(cp, cluster, token, dir)
         .arg("--policies")
         .arg(dir.join("policies"))
         .arg("--secrets-dir")
         .arg(dir.join("secrets"))
-        .args(["--terraform", "terraform"])
         .spawn()
         .expect("outpost runner starts");
     Process::new(child)
@@ -258,29 +271,38 @@ async fn report_naming(
     named.then_some(report)
 }
 
+/// How many Plans the control plane made for drift (reason `drift`).
+async fn drift_plans(plans: &Api<Plan>) -> usize {
+    let listed = plans.list(&ListParams::default()).await.unwrap();
+    listed
+        .items
+        .iter()
+        .filter(|p| p.spec.reason.as_deref() == Some("drift"))
+        .count()
+}
+
+/// Waits until the Install's status shows component web in drift state `state` with
+/// `fields` drifted fields.
+async fn web_shows(installs: &Api<Install>, state: DriftState, fields: u32) {
+    let what = format!("the Install status to show web {state:?} with {fields} drifted fields");
+    eventually(30, &what, async || {
+        let install = installs.get(INSTALL).await.ok()?;
+        let web = install
+            .status?
+            .components
+            .into_iter()
+            .find(|c| c.name == "web")?;
+        (web.drift == Some(state) && web.drifted_fields == Some(fields)).then_some(())
+    })
+    .await;
+}
+
 /// Waits for the install to be Active with the Deployment applied in the stand-in and
 /// a first (in sync) report.
 async fn deployed(stand: &Stand) {
-    let client = stand.cp.client().await;
-    let installs: Api<Install> = Api::namespaced(client.clone(), "default");
-    let reports: Api<DriftReport> = Api::namespaced(client, "default");
-    eventually(120, "the install to be Active", async || {
-        let install = installs.get(INSTALL).await.ok()?;
-        let phase = install.status?.phase?;
-        (format!("{phase:?}") == "Active").then_some(())
-    })
-    .await;
+    install_reaches(&stand.cp, INSTALL, InstallPhase::Active, 120, String::new).await;
     assert_eq!(stand.replicas(), "2");
-    eventually(30, "a first, in-sync report", async || {
-        reports
-            .get_opt(REPORT)
-            .await
-            .ok()??
-            .spec
-            .in_sync
-            .then_some(())
-    })
-    .await;
+    drift_report_in_sync(&stand.cp, REPORT, 30).await;
 }
 
 /// Edits `spec.replicas` to `to` and returns the report naming it, printing the latency.
@@ -326,17 +348,10 @@ async fn report_remediation_reports_drift_with_verdicts_and_leaves_the_object_ed
     };
     assert_eq!(secret("password"), encoded(PASSWORD));
     let other = "changed-out-of-band";
-    stand.cluster.kubectl().ok(&[
-        "patch",
-        "secret",
-        "database",
-        "-n",
-        "shop",
-        "--type",
-        "merge",
-        "-p",
+    stand.cluster.kubectl().merge_patch(
+        &["secret", "database", "-n", "shop"],
         &format!(r#"{{"data":{{"password":"{}"}}}}"#, encoded(other)),
-    ]);
+    );
     assert_eq!(secret("password"), encoded(other));
 
     let report = edit_replicas(&stand, 2, 5).await;
@@ -378,27 +393,10 @@ async fn report_remediation_reports_drift_with_verdicts_and_leaves_the_object_ed
     );
 
     // The Install shows it; the object stays edited; no Plan is made for it.
-    eventually(30, "the Install status to show the drift", async || {
-        let install = installs.get(INSTALL).await.ok()?;
-        let web = install
-            .status?
-            .components
-            .into_iter()
-            .find(|c| c.name == "web")?;
-        (web.drift == Some(DriftState::Drifted) && web.drifted_fields == Some(1)).then_some(())
-    })
-    .await;
+    web_shows(&installs, DriftState::Drifted, 1).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(stand.replicas(), "5", "report only: the edit stays");
-    let drift_plans = plans
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|p| p.spec.reason.as_deref() == Some("drift"))
-        .count();
-    assert_eq!(drift_plans, 0);
+    assert_eq!(drift_plans(&plans).await, 0);
 
     // The drift was audited.
     let events: Api<AuditEvent> = Api::namespaced(client.clone(), "default");
@@ -425,16 +423,7 @@ async fn report_remediation_reports_drift_with_verdicts_and_leaves_the_object_ed
         (report.spec.in_sync && report.spec.diff.is_empty()).then_some(())
     })
     .await;
-    eventually(30, "the Install status back in sync", async || {
-        let install = installs.get(INSTALL).await.ok()?;
-        let web = install
-            .status?
-            .components
-            .into_iter()
-            .find(|c| c.name == "web")?;
-        (web.drift == Some(DriftState::InSync) && web.drifted_fields == Some(0)).then_some(())
-    })
-    .await;
+    web_shows(&installs, DriftState::InSync, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,14 +462,6 @@ async fn auto_remediation_restores_the_edited_object_through_a_drift_plan() {
     .await;
     // One drift, one Plan: reconciles of the same report make no second one.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let drift_plans = plans
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|p| p.spec.reason.as_deref() == Some("drift"))
-        .count();
-    assert_eq!(drift_plans, 1);
+    assert_eq!(drift_plans(&plans).await, 1);
     assert_eq!(stand.replicas(), "2");
 }

@@ -365,13 +365,7 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
         "Policy.outpost.dev \"Bad_Name\" is invalid: metadata.name",
     );
     let listed = get(&cp, &policies).await;
-    let names: Vec<&str> = listed.json["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["metadata"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["pa"]);
+    assert_eq!(listed.item_names(), ["pa"]);
 }
 
 async fn the_audit_log_is_append_only(backend: Backend) {
@@ -383,16 +377,11 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     let globex = cp.mint_runner_token("default/globex");
     let (acme, globex) = (Some(acme.as_str()), Some(globex.as_str()));
     let listed = async || get(&cp, &events).await.json["items"].clone();
+    let append = async |token, body: String| cp.raw(token, "POST", &events, &JSON, body).await;
 
     // Admins cannot write the log: only the runner token of the install appends to it.
-    let reply = admin(
-        &cp,
-        "POST",
-        &events,
-        &JSON,
-        audit_event_body("acme", 0, None, "acme-0"),
-    )
-    .await;
+    let admin_token = Some(cp.admin_token.as_str());
+    let reply = append(admin_token, audit_event_body("acme", 0, None, "acme-0")).await;
     status(
         &reply,
         403,
@@ -409,42 +398,18 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     );
     assert_eq!(listed().await, json!([]));
 
-    let reply = cp
-        .raw(
-            acme,
-            "POST",
-            &events,
-            &JSON,
-            audit_event_body("acme", 0, None, "acme-0"),
-        )
-        .await;
+    let reply = append(acme, audit_event_body("acme", 0, None, "acme-0")).await;
     assert_eq!(reply.status, 201, "{}", reply.text);
     let first = audit_event_hash("acme", 0);
     // Another install's token, for acme's chain: 403; acme's token for globex's: 403.
-    let reply = cp
-        .raw(
-            globex,
-            "POST",
-            &events,
-            &JSON,
-            audit_event_body("acme", 1, Some(&first), "acme-1"),
-        )
-        .await;
+    let reply = append(globex, audit_event_body("acme", 1, Some(&first), "acme-1")).await;
     status(
         &reply,
         403,
         "Forbidden",
         "auditevents.outpost.dev is forbidden: User \"system:runner:default:globex\"",
     );
-    let reply = cp
-        .raw(
-            acme,
-            "POST",
-            &events,
-            &JSON,
-            audit_event_body("globex", 0, None, "globex-0"),
-        )
-        .await;
+    let reply = append(acme, audit_event_body("globex", 0, None, "globex-0")).await;
     status(
         &reply,
         403,
@@ -453,15 +418,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     );
     // Out of sequence: a gap, a wrong link, a taken sequence, a name that is not
     // <install>-<sequence>.
-    let reply = cp
-        .raw(
-            acme,
-            "POST",
-            &events,
-            &JSON,
-            audit_event_body("acme", 5, Some(&first), "acme-5"),
-        )
-        .await;
+    let reply = append(acme, audit_event_body("acme", 5, Some(&first), "acme-5")).await;
     status(
         &reply,
         409,
@@ -469,15 +426,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         "Operation cannot be fulfilled on auditevents.outpost.dev \"acme-5\": sequence 5 is not the next of install \"acme\"'s audit log: event acme-4 is not stored",
     );
     let wrong = audit_event_hash("other", 0);
-    let reply = cp
-        .raw(
-            acme,
-            "POST",
-            &events,
-            &JSON,
-            audit_event_body("acme", 1, Some(&wrong), "acme-1"),
-        )
-        .await;
+    let reply = append(acme, audit_event_body("acme", 1, Some(&wrong), "acme-1")).await;
     status(
         &reply,
         409,
@@ -487,24 +436,14 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     let mut again: Value =
         serde_json::from_str(&audit_event_body("acme", 0, None, "acme-0")).unwrap();
     again["spec"]["type"] = json!("apply");
-    let reply = cp
-        .raw(acme, "POST", &events, &JSON, again.to_string())
-        .await;
+    let reply = append(acme, again.to_string()).await;
     status(
         &reply,
         409,
         "AlreadyExists",
         "auditevents.outpost.dev \"acme-0\" already exists",
     );
-    let reply = cp
-        .raw(
-            acme,
-            "POST",
-            &events,
-            &JSON,
-            audit_event_body("acme", 1, Some(&first), "renamed"),
-        )
-        .await;
+    let reply = append(acme, audit_event_body("acme", 1, Some(&first), "renamed")).await;
     status(
         &reply,
         422,
@@ -525,15 +464,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         "nothing else was stored"
     );
     // The next link is appended.
-    let reply = cp
-        .raw(
-            acme,
-            "POST",
-            &events,
-            &JSON,
-            audit_event_body("acme", 1, Some(&first), "acme-1"),
-        )
-        .await;
+    let reply = append(acme, audit_event_body("acme", 1, Some(&first), "acme-1")).await;
     assert_eq!(reply.status, 201, "{}", reply.text);
 
     // Nobody changes or deletes an event, admins included: 405, the log unchanged.

@@ -11,7 +11,8 @@
 //! * teardown removes every object of the chart.
 //! * a chart rendering a hook fails the Plan naming the hook, and nothing is applied.
 
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use outpost_api::{ChangeAction, DriftReport, Plan, PlanPhase};
@@ -30,6 +31,27 @@ struct Stand {
     charts: tempfile::TempDir,
 }
 
+/// The install's runner on the stand-in `cluster` with `helm` (a [`Helm::template_binary`]
+/// shim), its state in `state`; the caller adds what its stand needs and spawns it.
+pub(crate) fn helm_runner(
+    cp: &ControlPlane,
+    cluster: &ControlPlane,
+    token: &str,
+    state: &Path,
+    helm: &Path,
+) -> Command {
+    let mut command = runner_command(&cp.url, &cp.tls.ca, token, state);
+    command
+        .arg("--helm")
+        .arg(helm)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig(&cluster.admin_token))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    command
+}
+
 async fn start() -> Stand {
     let cp = ControlPlane::start(Backend::Embedded).await;
     let cluster = ControlPlane::start_standin_cluster().await;
@@ -37,17 +59,10 @@ async fn start() -> Stand {
     let charts = tempfile::tempdir().unwrap();
     let state = charts.path().join("state");
     let helm = Helm::find().template_binary(charts.path());
-    let mut command = runner_command(&cp.url, &cp.tls.ca, &token, &state);
+    let mut command = helm_runner(&cp, &cluster, &token, &state, &helm);
     command
-        .arg("--helm")
-        .arg(helm)
         .arg("--module-root")
-        .arg(charts.path().join("charts"))
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig(&cluster.admin_token))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .arg(charts.path().join("charts"));
     let runner = Process::new(command.spawn().expect("outpost runner starts"));
     Stand {
         plans: Api::namespaced(cp.client().await, "default"),
@@ -181,17 +196,10 @@ async fn helm_chart_deploys_reports_drift_prunes_on_upgrade_and_tears_down() {
     );
 
     // An out-of-band edit of a chart object is drift.
-    stand.cluster.kubectl().ok(&[
-        "patch",
-        "configmap",
-        "shop-web",
-        "-n",
-        "shop",
-        "--type",
-        "merge",
-        "-p",
+    stand.cluster.kubectl().merge_patch(
+        &["configmap", "shop-web", "-n", "shop"],
         r#"{"data":{"greeting":"edited"}}"#,
-    ]);
+    );
     let reports: Api<DriftReport> = Api::namespaced(stand.cp.client().await, "default");
     let report = eventually(60, "a DriftReport naming data.greeting", async || {
         let report = reports.get_opt(&format!("{INSTALL}-shop")).await.ok()??;
@@ -329,17 +337,10 @@ async fn a_chart_with_crds_applies_them_first_and_removes_them_last() {
     assert!(!diff.has_changes(), "{:?}", diff.resources);
 
     // An out-of-band edit of the Widget is drift.
-    kubectl.ok(&[
-        "patch",
-        "widget",
-        "shop-widget",
-        "-n",
-        "shop",
-        "--type",
-        "merge",
-        "-p",
+    kubectl.merge_patch(
+        &["widget", "shop-widget", "-n", "shop"],
         r#"{"spec":{"size":9}}"#,
-    ]);
+    );
     let reports: Api<DriftReport> = Api::namespaced(stand.cp.client().await, "default");
     eventually(60, "a DriftReport naming spec.size", async || {
         let report = reports.get_opt(&format!("{INSTALL}-shop")).await.ok()??;

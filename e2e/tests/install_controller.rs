@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use outpost_api::{Install, Plan};
-use outpost_testing::{Backend, ControlPlane, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, eventually, manifests, on_both_backends, wait_for};
 use serde_json::json;
 
 on_both_backends!(
@@ -33,9 +33,8 @@ async fn play_runner(
     install: &str,
     done: impl AsyncFn() -> bool,
 ) -> Vec<(String, String)> {
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut completed = Vec::new();
-    loop {
+    let converged = wait_for(Duration::from_secs(30), async || {
         let listed = plans
             .list(&ListParams::default().labels(&format!("outpost.dev/install={install}")))
             .await
@@ -61,28 +60,27 @@ async fn play_runner(
                 plan.spec.entity.name.clone(),
             ));
         }
-        if done().await {
-            return completed;
-        }
-        if Instant::now() > deadline {
-            let phases: Vec<String> = plans
-                .list(&ListParams::default().labels(&format!("outpost.dev/install={install}")))
-                .await
-                .unwrap()
-                .items
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{}={:?}",
-                        p.metadata.name.clone().unwrap_or_default(),
-                        p.status.as_ref().and_then(|s| s.phase)
-                    )
-                })
-                .collect();
-            panic!("never converged; completed so far: {completed:?}; plans: {phases:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        done().await.then_some(())
+    })
+    .await;
+    if converged.is_none() {
+        let phases: Vec<String> = plans
+            .list(&ListParams::default().labels(&format!("outpost.dev/install={install}")))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}={:?}",
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.status.as_ref().and_then(|s| s.phase)
+                )
+            })
+            .collect();
+        panic!("never converged; completed so far: {completed:?}; plans: {phases:?}");
     }
+    completed
 }
 
 /// The names of every Plan in the namespace.
@@ -206,14 +204,7 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
     assert_eq!(replanned.len(), 3, "{replanned:?}");
 
     // A change to a component (the app's release) rolls out to the install: only ingress.
-    let components: Api<kube_client::api::DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &kube_client::core::ApiResource::from_gvk_with_plural(
-            &kube_client::core::GroupVersionKind::gvk("outpost.dev", "v1alpha1", "Component"),
-            "components",
-        ),
-    );
+    let components: Api<outpost_api::Component> = Api::namespaced(client.clone(), "default");
     components
         .patch(
             "ingress",
@@ -249,23 +240,16 @@ async fn installs_deploy_in_dependency_order_replan_on_input_change_and_tear_dow
         )
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(30, "the install to report the held plan", async || {
         let install = installs.get("globex").await.unwrap();
-        let held = install.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Held" && c.status == "True")
-        });
-        if held {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the install never reported the held plan"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        install
+            .status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Held" && c.status == "True")
+            .then_some(())
+    })
+    .await;
     let during: BTreeSet<String> = plan_names(&plans).await;
     let sneaked: Vec<&String> = during
         .difference(&after)

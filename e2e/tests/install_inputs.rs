@@ -43,11 +43,7 @@ fn patch(kubectl: &outpost_testing::Kubectl, body: &str) -> outpost_testing::Run
 async fn wrong_inputs_are_refused_naming_the_input(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
-    kubectl.ok(&[
-        "apply",
-        "-f",
-        manifests().join("app.yaml").to_str().unwrap(),
-    ]);
+    kubectl.apply(&manifests().join("app.yaml"));
 
     // (input changed, its value or None to leave it out, the cause kubectl prints)
     let cases: [(&str, Option<Value>, &str); 7] = [
@@ -142,11 +138,7 @@ async fn wrong_inputs_are_refused_naming_the_input(backend: Backend) {
 async fn updates_are_checked_and_ratchet_over_app_changes(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
-    kubectl.ok(&[
-        "apply",
-        "-f",
-        manifests().join("app.yaml").to_str().unwrap(),
-    ]);
+    kubectl.apply(&manifests().join("app.yaml"));
     let run = apply(&cp, &install("acme"));
     assert!(run.ok, "{run:?}");
     let stored = || kubectl.ok(&["get", "install", "acme", "-o", "jsonpath={.spec.inputs}"]);
@@ -215,11 +207,7 @@ async fn updates_are_checked_and_ratchet_over_app_changes(backend: Backend) {
 async fn customer_inputs_are_never_in_the_install(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let kubectl = cp.kubectl();
-    kubectl.ok(&[
-        "apply",
-        "-f",
-        manifests().join("app.yaml").to_str().unwrap(),
-    ]);
+    kubectl.apply(&manifests().join("app.yaml"));
     let value = "registry.customer.example";
     let mut bad = install("bad");
     bad["spec"]["inputs"]["image_registry"] = json!(value);

@@ -1,12 +1,11 @@
 //! The machine's real kubectl against `outpost server`, on both stores.
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube_client::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
-use outpost_testing::{Backend, ControlPlane, manifests, on_both_backends};
+use outpost_testing::{Backend, ControlPlane, Kubectl, eventually, manifests, on_both_backends};
 use serde_json::json;
 
 on_both_backends!(
@@ -58,13 +57,7 @@ async fn apply_get_and_diff_work_like_kubernetes(backend: Backend) {
         configured.contains("install.outpost.dev/acme configured"),
         "{configured}"
     );
-    let region = kubectl.ok(&[
-        "get",
-        "install",
-        "acme",
-        "-o",
-        "jsonpath={.spec.cloud.region}",
-    ]);
+    let region = kubectl.jsonpath(&["install", "acme"], "{.spec.cloud.region}");
     assert_eq!(region, "eu-central-1");
     let diff = kubectl.run(&["diff", "-f", edited.to_str().unwrap()]);
     assert!(diff.ok, "no diff after apply: {diff:?}");
@@ -77,95 +70,41 @@ async fn apply_get_and_diff_work_like_kubernetes(backend: Backend) {
         dir.join("installs.yaml").to_str().unwrap(),
     ]);
     assert!(ssa.contains("serverside-applied"), "{ssa}");
-    let region = kubectl.ok(&[
-        "get",
-        "install",
-        "acme",
-        "-o",
-        "jsonpath={.spec.cloud.region}",
-    ]);
+    let region = kubectl.jsonpath(&["install", "acme"], "{.spec.cloud.region}");
     assert_eq!(region, "eu-west-1");
+}
+
+/// `kubectl` for `cp`, once the example's installs (`acme`, `globex`) are applied.
+fn with_installs(cp: &ControlPlane) -> Kubectl {
+    let kubectl = cp.kubectl();
+    kubectl.apply(&manifests().join("installs.yaml"));
+    kubectl
 }
 
 async fn edit_changes_a_field(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
-    let kubectl = cp.kubectl();
-    kubectl.ok(&[
-        "apply",
-        "-f",
-        manifests().join("installs.yaml").to_str().unwrap(),
-    ]);
-    let editor = cp.scratch().join("editor.sh");
-    std::fs::write(
-        &editor,
-        "#!/bin/sh\nsed -i 's/approvalMode: prompt/approvalMode: approve-all/' \"$1\"\n",
-    )
-    .unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&editor)
-        .status()
-        .unwrap();
-    let out = kubectl
-        .command()
-        .env("KUBE_EDITOR", &editor)
-        .args(["edit", "install", "acme"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let kubectl = with_installs(&cp);
+    let out = kubectl.edit(
+        "s/approvalMode: prompt/approvalMode: approve-all/",
+        &["install", "acme"],
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("edited"));
-    let mode = kubectl.ok(&[
-        "get",
-        "install",
-        "acme",
-        "-o",
-        "jsonpath={.spec.approvalMode}",
-    ]);
+    assert!(out.contains("edited"), "{out}");
+    let mode = kubectl.jsonpath(&["install", "acme"], "{.spec.approvalMode}");
     assert_eq!(mode, "approve-all");
 }
 
 async fn get_watch_prints_changes_made_by_another_client(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
-    let kubectl = cp.kubectl();
-    kubectl.ok(&[
-        "apply",
-        "-f",
-        manifests().join("installs.yaml").to_str().unwrap(),
+    let kubectl = with_installs(&cp);
+    let mut watch = kubectl.watch(&[
+        "get",
+        "installs",
+        "-w",
+        "-o",
+        "custom-columns=NAME:.metadata.name,REGION:.spec.cloud.region",
     ]);
-    let mut watch = kubectl
-        .command()
-        .args([
-            "get",
-            "installs",
-            "-w",
-            "-o",
-            "custom-columns=NAME:.metadata.name,REGION:.spec.cloud.region",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
     // The initial list first.
-    while !seen.iter().any(|l: &String| l.contains("globex")) {
-        seen.push(
-            rx.recv_timeout(deadline - Instant::now())
-                .expect("initial rows"),
-        );
-    }
+    watch.until(30, "initial row for globex", |l| l.contains("globex"));
     let api: Api<DynamicObject> = Api::namespaced_with(cp.client().await, "default", &installs());
     api.patch(
         "globex",
@@ -174,17 +113,9 @@ async fn get_watch_prints_changes_made_by_another_client(backend: Backend) {
     )
     .await
     .unwrap();
-    loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("no change printed; saw {seen:?}"));
-        if line.contains("globex") && line.contains("ap-south-1") {
-            break;
-        }
-        seen.push(line);
-    }
-    let _ = watch.kill();
-    let _ = watch.wait();
+    watch.until(30, "change of globex's region", |l| {
+        l.contains("globex") && l.contains("ap-south-1")
+    });
 }
 
 async fn delete_waits_for_finalizers(backend: Backend) {
@@ -208,7 +139,7 @@ async fn delete_waits_for_finalizers(backend: Backend) {
         .spawn()
         .unwrap();
     // kubectl waits while the finalizer is there.
-    let marked = wait_for(Duration::from_secs(20), || async {
+    let marked = eventually(20, "the object marked for deletion", async || {
         api.get("held")
             .await
             .ok()
@@ -237,17 +168,12 @@ async fn delete_waits_for_finalizers(backend: Backend) {
     )
     .await
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = delete.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl delete did not return after the finalizer went"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = eventually(
+        30,
+        "kubectl delete to return after the finalizer went",
+        async || delete.try_wait().unwrap(),
+    )
+    .await;
     assert!(status.success(), "kubectl delete failed");
     assert!(
         api.get_opt("held").await.unwrap().is_none(),
@@ -257,12 +183,7 @@ async fn delete_waits_for_finalizers(backend: Backend) {
 
 async fn selectors_filter(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
-    let kubectl = cp.kubectl();
-    kubectl.ok(&[
-        "apply",
-        "-f",
-        manifests().join("installs.yaml").to_str().unwrap(),
-    ]);
+    let kubectl = with_installs(&cp);
     let names = |args: &[&str]| -> Vec<String> {
         let mut all = vec!["get", "installs", "-o", "name"];
         all.extend_from_slice(args);
@@ -311,23 +232,4 @@ async fn selectors_filter(backend: Backend) {
         !bad.ok && bad.stderr.contains("field label not supported"),
         "{bad:?}"
     );
-}
-
-/// Polls `probe` until it yields a value, failing after `limit`.
-async fn wait_for<T, F, Fut>(limit: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "condition not reached within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }

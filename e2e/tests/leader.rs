@@ -13,13 +13,18 @@ on_both_backends!(
     a_deposed_leaders_writes_are_refused,
 );
 
+/// A replica's election for the controllers' Lease, with a 2 s lease so the test
+/// sees it expire.
+fn replica(identity: &str) -> Election {
+    let mut election = Election::new("default", "outpost-controllers", identity);
+    election.lease_duration = Duration::from_secs(2);
+    election
+}
+
 async fn one_leader_and_failover_after_the_lease_expires(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let client = cp.client().await;
-    let mut a = Election::new("default", "outpost-controllers", "replica-a");
-    let mut b = Election::new("default", "outpost-controllers", "replica-b");
-    a.lease_duration = Duration::from_secs(2);
-    b.lease_duration = Duration::from_secs(2);
+    let (a, b) = (replica("replica-a"), replica("replica-b"));
 
     assert_eq!(a.round(&client).await.unwrap(), Role::Leader);
     assert_eq!(b.round(&client).await.unwrap(), Role::Follower);
@@ -90,10 +95,7 @@ async fn write(
 async fn a_deposed_leaders_writes_are_refused(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let client = cp.client().await;
-    let mut a = Election::new("default", "outpost-controllers", "replica-a");
-    let mut b = Election::new("default", "outpost-controllers", "replica-b");
-    a.lease_duration = Duration::from_secs(2);
-    b.lease_duration = Duration::from_secs(2);
+    let (a, b) = (replica("replica-a"), replica("replica-b"));
 
     assert_eq!(a.round(&client).await.unwrap(), Role::Leader);
     write(&a, &client, "by-a").await.expect("the leader writes");

@@ -4,8 +4,6 @@
 //! runner asks a person once it has the real diff); an undeclared role denies it with a
 //! reason.
 
-use std::time::{Duration, Instant};
-
 use outpost_testing::{Backend, ControlPlane, Kubectl, manifests, on_both_backends};
 use serde_json::json;
 
@@ -34,15 +32,7 @@ fn plan(
 }
 
 fn wait_phase(kubectl: &Kubectl, name: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = kubectl.ok(&["get", "plan", name, "-o", "jsonpath={.status.phase}|{.status.role.name}|{.status.role.level}|{.status.role.rule}|{.status.message}"]);
-        if !out.starts_with('|') {
-            return out;
-        }
-        assert!(Instant::now() < deadline, "plan {name} was never gated");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    kubectl.eventually(30, &["get", "plan", name, "-o", "jsonpath={.status.phase}|{.status.role.name}|{.status.role.level}|{.status.role.rule}|{.status.message}"], |out| !out.starts_with('|'))
 }
 
 async fn gate_resolves_roles_and_applies_approval_modes(backend: Backend) {

@@ -310,13 +310,7 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
             "",
         )
         .await;
-    let names: Vec<&str> = listed.json["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["metadata"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["plan-b"]);
+    assert_eq!(listed.item_names(), ["plan-b"]);
     let watched = cp
         .raw(
             b,

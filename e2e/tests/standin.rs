@@ -1,10 +1,6 @@
 //! `outpost server --standin-cluster`: the common Kubernetes kinds, API only, driven by
 //! the machine's real kubectl (server-side apply, dry runs, tables, edit, watch).
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
 use outpost_testing::{ControlPlane, Kubectl};
 
 const MANIFEST: &str = r#"apiVersion: v1
@@ -113,17 +109,6 @@ fn apply(cp: &ControlPlane, kubectl: &Kubectl, text: &str, extra: &[&str]) -> St
     kubectl.ok(&args)
 }
 
-fn editor(cp: &ControlPlane, sed: &str) -> std::path::PathBuf {
-    let editor = cp.scratch().join("editor.sh");
-    std::fs::write(&editor, format!("#!/bin/sh\nsed -i '{sed}' \"$1\"\n")).unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&editor)
-        .status()
-        .unwrap();
-    editor
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_and_edits_common_kinds() {
     let cp = ControlPlane::start_standin_cluster().await;
@@ -218,63 +203,30 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
         "-f",
         file.to_str().unwrap(),
     ]);
-    let replicas = kubectl.ok(&[
-        "get",
-        "deploy",
-        "web",
-        "-n",
-        "shop",
-        "-o",
-        "jsonpath={.spec.replicas}",
-    ]);
+    let replicas = kubectl.jsonpath(&["deploy", "web", "-n", "shop"], "{.spec.replicas}");
     assert_eq!(replicas, "4");
 
     // kubectl edit sends a strategic merge patch: one container's image changes, the
     // other container and the ports stay.
-    let editor = editor(&cp, "s/image: nginx:1.27/image: nginx:1.28/");
-    let edited = kubectl
-        .command()
-        .env("KUBE_EDITOR", &editor)
-        .env("EDITOR", &editor)
-        .args(["edit", "deployment", "web", "-n", "shop"])
-        .output()
-        .unwrap();
-    assert!(
-        edited.status.success(),
-        "{}",
-        String::from_utf8_lossy(&edited.stderr)
+    let edited = kubectl.edit(
+        "s/image: nginx:1.27/image: nginx:1.28/",
+        &["deployment", "web", "-n", "shop"],
     );
-    assert!(String::from_utf8_lossy(&edited.stdout).contains("deployment.apps/web edited"));
+    assert!(edited.contains("deployment.apps/web edited"), "{edited}");
     let images = kubectl.ok(&["get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.template.spec.containers[*].image} {.spec.template.spec.containers[0].ports[0].containerPort}"]);
     assert_eq!(images, "nginx:1.28 envoyproxy/envoy:v1.31 80");
 
     // A watch sees another client's change.
-    let mut watch = kubectl
-        .command()
-        .args([
-            "get",
-            "configmaps",
-            "-n",
-            "shop",
-            "-w",
-            "-o",
-            "custom-columns=NAME:.metadata.name,MODE:.data.mode",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let next = || rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-    while !next().expect("initial rows").contains("live") {}
+    let mut watch = kubectl.watch(&[
+        "get",
+        "configmaps",
+        "-n",
+        "shop",
+        "-w",
+        "-o",
+        "custom-columns=NAME:.metadata.name,MODE:.data.mode",
+    ]);
+    watch.until(30, "initial row", |l| l.contains("live"));
     kubectl.ok(&[
         "patch",
         "configmap",
@@ -284,12 +236,8 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
         "-p",
         r#"{"data":{"mode":"maintenance"}}"#,
     ]);
-    while !next()
-        .expect("the change is watched")
-        .contains("maintenance")
-    {}
-    let _ = watch.kill();
-    let _ = watch.wait();
+    watch.until(30, "change to maintenance", |l| l.contains("maintenance"));
+    drop(watch);
 
     // Client-side apply (a strategic merge patch against last-applied) works too.
     let file = cp.scratch().join("client-side.yaml");
@@ -299,15 +247,7 @@ async fn kubectl_applies_gets_and_edits_common_kinds() {
     std::fs::write(&file, config.replace("  b: \"2\"\n", "  c: \"3\"\n")).unwrap();
     let out = kubectl.ok(&["apply", "-f", file.to_str().unwrap()]);
     assert!(out.contains("configmap/client configured"), "{out}");
-    let data = kubectl.ok(&[
-        "get",
-        "cm",
-        "client",
-        "-n",
-        "shop",
-        "-o",
-        "jsonpath={.data}",
-    ]);
+    let data = kubectl.jsonpath(&["cm", "client", "-n", "shop"], "{.data}");
     assert_eq!(data, r#"{"a":"1","c":"3"}"#);
 
     kubectl.ok(&["delete", "-n", "shop", "ingress", "web"]);

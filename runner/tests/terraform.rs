@@ -413,12 +413,12 @@ async fn timeout_kills_terraform_and_what_it_started() {
     );
     assert!(started.elapsed() < Duration::from_secs(60));
     assert!(started_file.exists(), "the provisioner started");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sleeping(&seconds) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gone = outpost_testing::wait_for(Duration::from_secs(10), async || {
+        (!sleeping(&seconds)).then_some(())
+    })
+    .await;
     assert!(
-        !sleeping(&seconds),
+        gone.is_some(),
         "the provisioner's sleep survived the timeout"
     );
 }

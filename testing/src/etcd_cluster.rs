@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::free_port;
 
@@ -110,10 +110,9 @@ impl EtcdCluster {
     /// The index of the leader, once every running member names the same one and it is
     /// running; panics after 30 s (with the members' logs) if they never agree.
     pub async fn leader(&mut self) -> usize {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let leader = crate::wait_for(Duration::from_secs(30), async || {
             if let Some(leader) = self.agreed_leader().await {
-                return leader;
+                return Some(leader);
             }
             let exited = self
                 .members
@@ -122,16 +121,18 @@ impl EtcdCluster {
             if let Some(index) = exited {
                 panic!("etcd {} exited: {}", self.name(index), self.log(index));
             }
-            assert!(
-                Instant::now() < deadline,
+            None
+        })
+        .await;
+        leader.unwrap_or_else(|| {
+            panic!(
                 "the etcd members never agreed on a leader: {}",
                 (0..self.members.len())
                     .map(|i| self.log(i))
                     .collect::<Vec<_>>()
                     .join("\n")
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            )
+        })
     }
 
     /// Asks each running member (`Status`) which member it follows; `Some` when they all

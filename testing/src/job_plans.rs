@@ -317,6 +317,25 @@ pub async fn install_reaches(
     );
 }
 
+/// Waits until DriftReport `default/name` exists and says in sync; panics after `secs`.
+pub async fn drift_report_in_sync(cp: &ControlPlane, name: &str, secs: u64) {
+    let reports: Api<outpost_api::DriftReport> = Api::namespaced(cp.client().await, "default");
+    crate::eventually(
+        secs,
+        &format!("the DriftReport {name}, in sync"),
+        async || {
+            reports
+                .get_opt(name)
+                .await
+                .ok()??
+                .spec
+                .in_sync
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 /// The JSON body of a `deploy` Plan of component `web` named `name` for `install`
 /// (labelled with it), for tests that send Plans as raw requests.
 pub fn plan_body(name: &str, install: &str) -> Vec<u8> {

@@ -1,5 +1,8 @@
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::Lines;
 
 /// The machine's `kubectl`, pointed at one kubeconfig.
 pub struct Kubectl {
@@ -58,5 +61,117 @@ impl Kubectl {
             run.stderr
         );
         run.stdout
+    }
+
+    /// `kubectl apply -f PATH` (a file or a directory); panics unless it succeeds.
+    pub fn apply(&self, path: &Path) -> String {
+        let path = path.to_str().expect("a UTF-8 path");
+        self.ok(&["apply", "-f", path])
+    }
+
+    /// Runs `kubectl ARGS...` every 100 ms until it succeeds printing what `want` accepts,
+    /// and returns that; panics with the last run after `secs`.
+    pub fn eventually(&self, secs: u64, args: &[&str], want: impl Fn(&str) -> bool) -> String {
+        let mut last = None;
+        crate::wait_for_blocking(Duration::from_secs(secs), || {
+            let run = self.run(args);
+            if run.ok && want(&run.stdout) {
+                return Some(run.stdout);
+            }
+            last = Some(run);
+            None
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "kubectl {} never matched within {secs} s; last: {last:?}",
+                args.join(" ")
+            )
+        })
+    }
+
+    /// `kubectl edit ARGS...` with a `sed -i` script as the editor (what a person's edit
+    /// of the object's YAML does); panics unless it succeeds and returns what it printed.
+    pub fn edit(&self, sed: &str, args: &[&str]) -> String {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::create_dir_all(&self.home).expect("kubectl's home directory");
+        let editor = self.home.join("editor.sh");
+        std::fs::write(&editor, format!("#!/bin/sh\nsed -i '{sed}' \"$1\"\n"))
+            .expect("the editor script");
+        std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755))
+            .expect("the editor script is executable");
+        let edited = self
+            .command()
+            .env("KUBE_EDITOR", &editor)
+            .env("EDITOR", &editor)
+            .arg("edit")
+            .args(args)
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            edited.status.success(),
+            "kubectl edit {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&edited.stderr)
+        );
+        String::from_utf8_lossy(&edited.stdout).into_owned()
+    }
+
+    /// `kubectl patch TARGET... --type merge -p PATCH` (a JSON merge patch); panics unless
+    /// it succeeds.
+    pub fn merge_patch(&self, target: &[&str], patch: &str) -> String {
+        let mut args = vec!["patch"];
+        args.extend_from_slice(target);
+        args.extend(["--type", "merge", "-p", patch]);
+        self.ok(&args)
+    }
+
+    /// `kubectl get TARGET... -o jsonpath=PATH`; panics unless it succeeds.
+    pub fn jsonpath(&self, target: &[&str], path: &str) -> String {
+        let output = format!("jsonpath={path}");
+        let mut args = vec!["get"];
+        args.extend_from_slice(target);
+        args.extend(["-o", &output]);
+        self.ok(&args)
+    }
+
+    /// Starts `kubectl ARGS...` (a `get -w`) and reads what it prints, line by line.
+    pub fn watch(&self, args: &[&str]) -> Watch {
+        let mut child = self
+            .command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        let stdout = child.stdout.take().expect("kubectl's stdout is piped");
+        Watch {
+            child,
+            lines: Lines::read(stdout),
+        }
+    }
+}
+
+/// A running `kubectl get -w` ([`Kubectl::watch`]); killed when dropped.
+pub struct Watch {
+    child: Child,
+    lines: Lines,
+}
+
+impl Watch {
+    /// Reads printed lines until one satisfies `want` and returns it; panics naming `what`
+    /// and every line read so far when none does within `secs` or kubectl exits.
+    pub fn until(&mut self, secs: u64, what: &str, want: impl Fn(&str) -> bool) -> String {
+        self.lines.until(secs, want).unwrap_or_else(|e| {
+            panic!(
+                "kubectl watch printed no {what} ({e}); saw {:?}",
+                self.lines.printed()
+            )
+        })
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

@@ -1,7 +1,8 @@
 //! Test fixtures every Outpost test uses (the end-to-end suite, the runner's, the CLI's,
 //! the API server's and the benchmarks): a throwaway etcd ([`ThrowawayEtcd`]), an etcd
 //! cluster ([`EtcdCluster`]) and one speaking TLS ([`TlsEtcd`]); the AWS emulator
-//! ([`Moto`]); waits and pollers ([`eventually`], [`wait_for`], [`phase`]) and free
+//! ([`Moto`]); waits and pollers ([`eventually`], [`wait_for`], [`phase`],
+//! their blocking twins, and a child's output read line by line: [`Lines`]) and free
 //! ports ([`free_port`]). Start the real `outpost server` on
 //! the embedded store, on a throwaway etcd or, in replicas, on an etcd cluster,
 //! with TLS and a token file ([`ControlPlane`]), and talk to it
@@ -24,6 +25,7 @@ mod etcd_cluster;
 pub mod helm;
 pub mod job_plans;
 mod kubectl;
+mod lines;
 mod moto;
 mod pki;
 pub mod providers;
@@ -37,13 +39,14 @@ mod waits;
 pub use cluster::{Backend, ControlPlane, Process, ServingCert, outpost_binary, runner_binary};
 pub use etcd::ThrowawayEtcd;
 pub use etcd_cluster::EtcdCluster;
-pub use kubectl::{Kubectl, Run};
+pub use kubectl::{Kubectl, Run, Watch};
+pub use lines::Lines;
 pub use moto::{Moto, moto_binary};
 pub use raw::Reply;
 pub use recording::RecordingProxy;
 pub use registry::Registry;
 pub use tls_etcd::TlsEtcd;
-pub use waits::{eventually, eventually_blocking, phase, wait_for};
+pub use waits::{eventually, eventually_blocking, phase, wait_for, wait_for_blocking};
 
 /// The repository's `manifests/` directory (the example app).
 pub fn manifests() -> std::path::PathBuf {

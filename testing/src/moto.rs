@@ -9,7 +9,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// A running `moto_server`.
 pub struct Moto {
@@ -77,14 +76,15 @@ impl Moto {
             .spawn()
             .expect("moto_server starts");
         let mut moto = Moto { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        crate::eventually_blocking(60, "moto_server to listen", || {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(());
+            }
             if let Some(status) = moto.child.try_wait().expect("moto_server can be polled") {
                 panic!("moto_server exited with {status}: {}", moto.log());
             }
-            assert!(Instant::now() < deadline, "moto_server did not listen");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            None
+        });
         moto
     }
 

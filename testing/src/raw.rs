@@ -24,6 +24,17 @@ impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// The `metadata.name` of each item of a list answer, in order; panics if the body is
+    /// not a list of named objects.
+    pub fn item_names(&self) -> Vec<&str> {
+        self.json["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not a list: {}", self.text))
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().expect("a named item"))
+            .collect()
+    }
 }
 
 impl ControlPlane {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
@@ -95,8 +95,10 @@ impl Registry {
                 panic!("cannot start {REGISTRY_BINARY} (`./x deps` installs docker-registry): {e}")
             });
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.answers().await {
+        let answered = crate::wait_for(Duration::from_secs(30), async || {
+            if self.answers().await {
+                return Some(());
+            }
             if let Some(status) = self
                 .child
                 .as_mut()
@@ -104,13 +106,14 @@ impl Registry {
             {
                 panic!("the registry exited with {status}: {}", self.log());
             }
-            assert!(
-                Instant::now() < deadline,
-                "the registry did not answer within 30 s: {}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            None
+        })
+        .await;
+        assert!(
+            answered.is_some(),
+            "the registry did not answer within 30 s: {}",
+            self.log()
+        );
     }
 
     /// Whether `GET /v2/` answers (200, or 401 when it requires credentials).

@@ -34,15 +34,24 @@ pub fn phase(plan: &Plan) -> Option<PlanPhase> {
     plan.status.as_ref().and_then(|s| s.phase)
 }
 
-/// Calls `check` every 100 ms until it returns `Some`, or panics after `secs` naming
-/// `what`: [`eventually`] for tests without an async runtime.
-pub fn eventually_blocking<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+/// Calls `check` every 100 ms until it returns `Some`, or `None` once `timeout` has
+/// passed: [`wait_for`] for tests without an async runtime.
+pub fn wait_for_blocking<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = check() {
-            return value;
+            return Some(value);
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Calls `check` every 100 ms until it returns `Some`, or panics after `secs` naming
+/// `what`: [`eventually`] for tests without an async runtime.
+pub fn eventually_blocking<T>(secs: u64, what: &str, check: impl FnMut() -> Option<T>) -> T {
+    wait_for_blocking(Duration::from_secs(secs), check)
+        .unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }

@@ -1,7 +1,8 @@
 //! The `outpost` binary, run as a user would.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+
+use outpost_testing::{Lines, wait_for_blocking};
 
 fn outpost() -> Command {
     Command::new(env!("CARGO_BIN_EXE_outpost"))
@@ -11,7 +12,7 @@ fn outpost() -> Command {
 struct Up {
     child: std::process::Child,
     printed: Vec<String>,
-    rest: std::sync::mpsc::Receiver<String>,
+    lines: Lines,
 }
 
 impl Up {
@@ -45,42 +46,21 @@ impl Up {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let (tx, rest) = std::sync::mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-        let mut printed = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rest.recv_timeout(left) {
-                Ok(line) => {
-                    let done = line.contains("press Ctrl-C");
-                    printed.push(line);
-                    if done {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    // Dropping it stops it the way Ctrl-C does, children included.
-                    drop(Up {
-                        child,
-                        printed: Vec::new(),
-                        rest,
-                    });
-                    panic!("outpost up not ready ({e}): {printed:#?}");
-                }
-            }
+        let mut lines = Lines::read(child.stdout.take().unwrap());
+        if let Err(e) = lines.until(secs, |l| l.contains("press Ctrl-C")) {
+            let printed = lines.printed().to_vec();
+            // Dropping it stops it the way Ctrl-C does, children included.
+            drop(Up {
+                child,
+                printed: Vec::new(),
+                lines,
+            });
+            panic!("outpost up not ready ({e}): {printed:#?}");
         }
         Up {
             child,
-            printed,
-            rest,
+            printed: lines.printed().to_vec(),
+            lines,
         }
     }
 
@@ -119,7 +99,7 @@ impl Up {
             .unwrap();
         let status = self.child.wait().unwrap();
         assert!(status.success(), "outpost up exited with {status}");
-        self.rest.iter().collect()
+        self.lines.rest()
     }
 }
 
@@ -131,11 +111,10 @@ impl Drop for Up {
             let _ = Command::new("kill")
                 .args(["-INT", &self.child.id().to_string()])
                 .status();
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-            while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline
-            {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
+            // Not a failure if it has not exited within the grace period: it is killed.
+            let _ = wait_for_blocking(std::time::Duration::from_secs(15), || {
+                self.child.try_wait().ok().flatten()
+            });
             let _ = self.child.kill();
             let _ = self.child.wait();
         }

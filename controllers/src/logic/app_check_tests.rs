@@ -33,6 +33,10 @@ impl Example {
         }
     }
 
+    fn release_hash(&self) -> String {
+        release_hash(&self.app, &self.components, &self.actions, &self.rules)
+    }
+
     fn problems(&self) -> Vec<String> {
         check_app(&self.objects())
             .iter()
@@ -138,41 +142,17 @@ fn role_references_must_be_declared_with_a_fitting_type() {
 #[test]
 fn release_hash_covers_specs_not_order_or_metadata() {
     let e = example();
-    let base = release_hash(&e.app, &e.components, &e.actions, &e.rules);
+    let base = e.release_hash();
     assert!(outpost_api::is_content_hash(&base));
     let mut reordered = example();
     reordered.components.reverse();
     reordered.actions.reverse();
     reordered.app.metadata.resource_version = Some("42".into());
-    assert_eq!(
-        release_hash(
-            &reordered.app,
-            &reordered.components,
-            &reordered.actions,
-            &reordered.rules
-        ),
-        base
-    );
+    assert_eq!(reordered.release_hash(), base);
     let mut changed = example();
     changed.component("web").spec.dependencies.pop();
-    assert_ne!(
-        release_hash(
-            &changed.app,
-            &changed.components,
-            &changed.actions,
-            &changed.rules
-        ),
-        base
-    );
+    assert_ne!(changed.release_hash(), base);
     let mut changed = example();
     changed.rules[0].spec.role = "{{ install.id }}-maintenance".into();
-    assert_ne!(
-        release_hash(
-            &changed.app,
-            &changed.components,
-            &changed.actions,
-            &changed.rules
-        ),
-        base
-    );
+    assert_ne!(changed.release_hash(), base);
 }

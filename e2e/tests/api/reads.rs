@@ -137,13 +137,7 @@ async fn paged_lists(backend: Backend) {
         assert_eq!(page.status, 200, "{}", page.text);
         assert!(page.json["items"].as_array().unwrap().len() <= 3);
         revisions.push(page.json["metadata"]["resourceVersion"].clone());
-        names.extend(
-            page.json["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned()),
-        );
+        names.extend(page.item_names().into_iter().map(str::to_owned));
         if names.len() == 3 {
             create(&cp, &install("page-9-late")).await; // not in this paged read
         }

@@ -109,8 +109,7 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let trigger = trigger.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let manual = loop {
+    let manual = eventually(30, "the manual trigger to be gated", async || {
         let listed = plans
             .list(&ListParams::default().labels("outpost.dev/install=acme"))
             .await
@@ -118,15 +117,9 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         let found = listed.items.into_iter().find(|p| {
             p.spec.entity.name == "migrate" && phase(p) == Some(PlanPhase::AwaitingApproval)
         });
-        if let Some(plan) = found {
-            break plan.metadata.name.unwrap();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the manual trigger was never gated"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        found.map(|plan| plan.metadata.name.unwrap())
+    })
+    .await;
     let viewer = Command::new(outpost_binary())
         .args(["deny", &manual, "--reason", "not now"])
         .env("KUBECONFIG", fleet.cp.kubeconfig(&fleet.cp.viewer_token))

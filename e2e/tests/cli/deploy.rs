@@ -240,11 +240,10 @@ async fn drift_lists_reports_with_their_field_diffs() {
         "Deployment/shop/web.spec.replicas"
     );
     // The install status counts it once the controller saw the report.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fleet.wait_install("globex", "Active").await["drifted"] != 1 {
-        assert!(Instant::now() < deadline, "status never counted the drift");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(30, "status to count the drift", async || {
+        (fleet.wait_install("globex", "Active").await["drifted"] == 1).then_some(())
+    })
+    .await;
     let none = fleet.ok(&["drift", "acme"]);
     assert!(
         none.stdout.is_empty() && none.stderr.contains("no drift reports"),

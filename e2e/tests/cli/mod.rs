@@ -7,12 +7,12 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use outpost_api::{DriftReport, Install, Plan, PlanPhase, Runner};
 use outpost_testing::{
-    Backend, ControlPlane, Process, eventually, manifests, outpost_binary, phase,
+    Backend, ControlPlane, Process, eventually, manifests, outpost_binary, phase, wait_for,
 };
 use serde_json::{Value, json};
 

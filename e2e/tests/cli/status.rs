@@ -202,16 +202,18 @@ async fn wait_returns_once_an_install_converged_and_says_what_holds_it_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stack_and_audit_verify_take_an_install_by_name_in_the_namespace() {
     let fleet = Fleet::start().await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let printed = loop {
-        // The install stack controller renders it shortly after the install appears.
+    // The install stack controller renders it shortly after the install appears.
+    let mut last = None;
+    let printed = wait_for(Duration::from_secs(30), async || {
         let ran = fleet.outpost(&["stack", "acme"]);
         if ran.ok {
-            break ran.stdout;
+            return Some(ran.stdout);
         }
-        assert!(Instant::now() < deadline, "no stack for acme: {ran:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        last = Some(ran);
+        None
+    })
+    .await
+    .unwrap_or_else(|| panic!("no stack for acme: {last:?}"));
     let template: Value = serde_json::from_str(&printed).unwrap();
     assert_eq!(template["Parameters"]["RunnerToken"]["NoEcho"], true);
     let elsewhere = fleet.fails(&["stack", "acme", "-n", "other"]);

@@ -198,32 +198,31 @@ impl Customer {
             ));
         }
         create.send().await.expect("CreateStack");
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
+        let mut status = String::new();
+        let stack = wait_for(Duration::from_secs(120), async || {
             let described = cfn
                 .describe_stacks()
                 .stack_name(STACK)
                 .send()
                 .await
                 .expect("DescribeStacks");
-            let stack = &described.stacks()[0];
-            let status = stack.stack_status().unwrap().as_str().to_owned();
-            if !status.ends_with("_IN_PROGRESS") {
-                assert_eq!(status, "CREATE_COMPLETE", "{stack:?}\n{}", self.moto.log());
-                return stack
-                    .outputs()
-                    .iter()
-                    .map(|o| {
-                        (
-                            o.output_key().unwrap().to_owned(),
-                            o.output_value().unwrap().to_owned(),
-                        )
-                    })
-                    .collect();
-            }
-            assert!(Instant::now() < deadline, "stack stuck in {status}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            let stack = described.stacks()[0].clone();
+            status = stack.stack_status().unwrap().as_str().to_owned();
+            (!status.ends_with("_IN_PROGRESS")).then_some(stack)
+        })
+        .await
+        .unwrap_or_else(|| panic!("stack stuck in {status}"));
+        assert_eq!(status, "CREATE_COMPLETE", "{stack:?}\n{}", self.moto.log());
+        stack
+            .outputs()
+            .iter()
+            .map(|o| {
+                (
+                    o.output_key().unwrap().to_owned(),
+                    o.output_value().unwrap().to_owned(),
+                )
+            })
+            .collect()
     }
 
     /// Creates the install's secrets where moto skipped them; returns the database

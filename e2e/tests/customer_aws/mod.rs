@@ -78,7 +78,7 @@ use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_iam::config::{Credentials, SharedCredentialsProvider};
@@ -88,10 +88,11 @@ use outpost_api::{
     AuditEvent, AuditEventType, InstallPhase, InstallStack, Operation, Plan, PlanPhase, Runner,
 };
 use outpost_e2e::PushTestImage as _;
+use outpost_testing::job_plans::drift_report_in_sync;
 use outpost_testing::phase;
 use outpost_testing::{
     Backend, ControlPlane, Moto, Process, RecordingProxy, Registry, eventually,
-    example_with_registries, on_path, outpost_binary,
+    example_with_registries, on_path, outpost_binary, wait_for,
 };
 use serde_json::Value;
 

@@ -138,15 +138,10 @@ async fn a_role_the_customer_revokes_fails_the_plan_closed_until_restored() {
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    flow.cp.kubectl().ok(&[
-        "patch",
-        "install",
-        INSTALL,
-        "--type",
-        "merge",
-        "-p",
+    flow.cp.kubectl().merge_patch(
+        &["install", INSTALL],
         r#"{"spec":{"inputs":{"domain":"shop.globex.example"}}}"#,
-    ]);
+    );
     let failed = eventually(120, "a new maintenance Plan to fail", async || {
         flow.all_plans().await.into_iter().find(|p| {
             !before.contains(p.metadata.name.as_ref().unwrap())

@@ -116,24 +116,8 @@ async fn the_secret_never_reaches_the_control_plane(backend: Backend) {
 
     // Drift checks run under each component's deploy role: the database's (the
     // provision role), which reads the password under it, reports in sync.
-    let client = flow.cp.client().await;
-    let reports: Api<outpost_api::DriftReport> = Api::namespaced(client, "default");
     for component in ["database", "web"] {
-        let name = format!("{INSTALL}-{component}");
-        eventually(
-            60,
-            &format!("the DriftReport {name}, in sync"),
-            async || {
-                reports
-                    .get_opt(&name)
-                    .await
-                    .ok()??
-                    .spec
-                    .in_sync
-                    .then_some(())
-            },
-        )
-        .await;
+        drift_report_in_sync(&flow.cp, &format!("{INSTALL}-{component}"), 60).await;
     }
 
     // A step printed the password and the role's session token: the Plan's log shows

@@ -24,15 +24,10 @@ async fn replace_database(flow: &Flow) -> (Value, Plan) {
     let first = flow.succeeded(Operation::Deploy, "database").await;
 
     // A new database name forces a new instance (`triggers_replace`).
-    flow.cp.kubectl().ok(&[
-        "patch",
-        "install",
-        INSTALL,
-        "--type",
-        "merge",
-        "-p",
+    flow.cp.kubectl().merge_patch(
+        &["install", INSTALL],
         r#"{"spec":{"inputs":{"db_name":"shop_v2"}}}"#,
-    ]);
+    );
     let replan = eventually(
         120,
         "the database's new deploy Plan to finish",

@@ -33,9 +33,11 @@ use outpost_api::{ChangeAction, Plan, PlanPhase};
 use outpost_testing::approve::approve;
 use outpost_testing::approve::diff_changes;
 use outpost_testing::helm::{Helm, copy_shop_chart};
-use outpost_testing::job_plans::{INSTALL, create_app, create_install, ready_plan, runner_command};
+use outpost_testing::job_plans::{INSTALL, create_app, create_install, ready_plan};
 use outpost_testing::{Backend, ControlPlane, Process, Registry, eventually};
 use serde_json::{Value, json};
+
+use crate::helm_component::helm_runner;
 
 const VENDOR_USER: &str = "vendor-pull";
 const VENDOR_PASSWORD: &str = "vendor-chart-secret";
@@ -73,17 +75,8 @@ async fn start() -> Stand {
     std::fs::write(secrets.join("install_registry_password"), INSTALL_PASSWORD).unwrap();
     let helm = Helm::find();
     let shim = helm.template_binary(dir.path());
-    let mut command = runner_command(&cp.url, &cp.tls.ca, &token, &dir.path().join("state"));
-    command
-        .arg("--helm")
-        .arg(shim)
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig(&cluster.admin_token))
-        .arg("--secrets-dir")
-        .arg(&secrets)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+    let mut command = helm_runner(&cp, &cluster, &token, &dir.path().join("state"), &shim);
+    command.arg("--secrets-dir").arg(&secrets);
     let runner = Process::new(command.spawn().expect("outpost runner starts"));
     Stand {
         plans: Api::namespaced(cp.client().await, "default"),

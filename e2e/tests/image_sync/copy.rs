@@ -1,9 +1,11 @@
 //! The image copied by digest; a registry down, a digest mismatch, a moved tag.
 
+use outpost_e2e::TestImage;
+
 use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_image_is_copied_by_digest_and_the_dependent_runs_the_copy() {
+/// An open vendor registry holding the test image at tags 1.0 and 1.1 (two images).
+async fn vendor_with_two_versions() -> (Registry, TestImage, TestImage) {
     let vendor = Registry::start().await;
     let v1 = vendor
         .push_test_image(VENDOR_REPOSITORY, "1.0", "1.0")
@@ -11,6 +13,12 @@ async fn an_image_is_copied_by_digest_and_the_dependent_runs_the_copy() {
     let v2 = vendor
         .push_test_image(VENDOR_REPOSITORY, "1.1", "1.1")
         .await;
+    (vendor, v1, v2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_is_copied_by_digest_and_the_dependent_runs_the_copy() {
+    let (vendor, v1, v2) = vendor_with_two_versions().await;
     let sync = start("1.0", vendor).await;
     sync.reaches(InstallPhase::Active).await;
 
@@ -27,10 +35,7 @@ async fn an_image_is_copied_by_digest_and_the_dependent_runs_the_copy() {
     assert_eq!(out["blobsCopied"], 5, "{out}");
     assert_eq!(out["blobsSkipped"], 0, "{out}");
     assert_eq!(
-        sync.install
-            .digest_of(INSTALL_REPOSITORY, "1.0")
-            .await
-            .as_deref(),
+        sync.installed("1.0").await.as_deref(),
         Some(v1.digest.as_str())
     );
     for blob in &v1.blobs {
@@ -75,13 +80,7 @@ async fn an_image_is_copied_by_digest_and_the_dependent_runs_the_copy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vendor_registry_that_is_down_fails_the_sync_and_leaves_the_install_running() {
-    let vendor = Registry::start().await;
-    let v1 = vendor
-        .push_test_image(VENDOR_REPOSITORY, "1.0", "1.0")
-        .await;
-    vendor
-        .push_test_image(VENDOR_REPOSITORY, "1.1", "1.1")
-        .await;
+    let (vendor, v1, _) = vendor_with_two_versions().await;
     let mut sync = start("1.0", vendor).await;
     sync.reaches(InstallPhase::Active).await;
     let first = sync.next_finished("web-image", &[]).await;
@@ -122,21 +121,12 @@ async fn a_vendor_registry_that_is_down_fails_the_sync_and_leaves_the_install_ru
         image_of(&after),
         format!("{}/{INSTALL_REPOSITORY}@{}", sync.install.host, v1.digest)
     );
-    assert_eq!(
-        sync.install.digest_of(INSTALL_REPOSITORY, "1.1").await,
-        None
-    );
+    assert_eq!(sync.installed("1.1").await, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digest_mismatch_fails_the_sync() {
-    let vendor = Registry::start().await;
-    let v1 = vendor
-        .push_test_image(VENDOR_REPOSITORY, "1.0", "1.0")
-        .await;
-    let v2 = vendor
-        .push_test_image(VENDOR_REPOSITORY, "1.1", "1.1")
-        .await;
+    let (vendor, v1, v2) = vendor_with_two_versions().await;
     // The component pins 1.0 to 1.1's digest: the tag resolves to something else.
     let pinned = format!("1.0@{}", v2.digest);
     let sync = start(&pinned, vendor).await;
@@ -176,10 +166,7 @@ async fn a_digest_mismatch_fails_the_sync() {
     // Neither attempt deployed web or tagged anything in the install's registry.
     assert!(sync.plans_of("web").await.is_empty());
     assert!(sync.web().is_none());
-    assert_eq!(
-        sync.install.digest_of(INSTALL_REPOSITORY, "1.0").await,
-        None
-    );
+    assert_eq!(sync.installed("1.0").await, None);
     assert!(
         !sync
             .install
@@ -198,16 +185,7 @@ async fn a_tag_moved_in_the_install_registry_is_drift() {
     sync.reaches(InstallPhase::Active).await;
     let reports: Api<DriftReport> = Api::namespaced(sync.cp.client().await, "default");
     let report = format!("{INSTALL}-web-image");
-    eventually(60, "a first, in-sync report", async || {
-        reports
-            .get_opt(&report)
-            .await
-            .ok()??
-            .spec
-            .in_sync
-            .then_some(())
-    })
-    .await;
+    drift_report_in_sync(&sync.cp, &report, 60).await;
 
     // Someone points the install registry's 1.0 at another image.
     let other = sync

@@ -74,10 +74,7 @@ async fn private_registries_are_reached_with_the_runners_secrets_which_appear_no
     assert_eq!(out["sourceDigest"], v1.digest.as_str(), "{out}");
     assert_eq!(out["blobsCopied"], 5, "{out}");
     assert_eq!(
-        sync.install
-            .digest_of(INSTALL_REPOSITORY, "1.0")
-            .await
-            .as_deref(),
+        sync.installed("1.0").await.as_deref(),
         Some(v1.digest.as_str())
     );
 
@@ -156,10 +153,7 @@ async fn without_or_with_wrong_credentials_the_sync_fails_closed() {
             sync.audit_of(plan)
         );
     }
-    assert_eq!(
-        sync.install.digest_of(INSTALL_REPOSITORY, "1.0").await,
-        None
-    );
+    assert_eq!(sync.installed("1.0").await, None);
     for blob in &v1.blobs {
         assert!(!sync.install.has_blob(INSTALL_REPOSITORY, blob).await);
     }

@@ -14,8 +14,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use kube_client::api::{Api, ListParams};
-use outpost_api::{DriftReport, Install, InstallPhase, Operation, Plan, PlanPhase};
+use outpost_api::{DriftReport, InstallPhase, Operation, Plan, PlanPhase};
 use outpost_e2e::PushTestImage as _;
+use outpost_testing::job_plans::{drift_report_in_sync, install_reaches};
 use outpost_testing::phase;
 use outpost_testing::shop::runnable_app;
 use outpost_testing::{
@@ -104,7 +105,6 @@ struct Sync {
     _controllers: Process,
     _runner: Process,
     plans: Api<Plan>,
-    installs: Api<Install>,
     state: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -185,8 +185,7 @@ async fn start_with(
         .expect("outpost-runner starts");
     let client = cp.client().await;
     Sync {
-        plans: Api::namespaced(client.clone(), "default"),
-        installs: Api::namespaced(client, "default"),
+        plans: Api::namespaced(client, "default"),
         cp,
         cluster,
         vendor,
@@ -233,22 +232,13 @@ impl Sync {
         .await
     }
 
-    async fn install_phase(&self) -> Option<InstallPhase> {
-        self.installs
-            .get(INSTALL)
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.phase)
+    /// The digest tag `tag` of the image has in the install's registry, if any.
+    async fn installed(&self, tag: &str) -> Option<String> {
+        self.install.digest_of(INSTALL_REPOSITORY, tag).await
     }
 
     async fn reaches(&self, wanted: InstallPhase) {
-        eventually(
-            180,
-            &format!("install {INSTALL} to be {wanted:?}"),
-            async || (self.install_phase().await == Some(wanted)).then_some(()),
-        )
-        .await;
+        install_reaches(&self.cp, INSTALL, wanted, 180, String::new).await;
     }
 
     fn set_tag(&self, tag: &str) {
@@ -257,15 +247,10 @@ impl Sync {
 
     /// Sets the install's input `name` to `value`.
     fn set_input(&self, name: &str, value: &str) {
-        self.cp.kubectl().ok(&[
-            "patch",
-            "install",
-            INSTALL,
-            "--type",
-            "merge",
-            "-p",
+        self.cp.kubectl().merge_patch(
+            &["install", INSTALL],
             &json!({"spec": {"inputs": {name: value}}}).to_string(),
-        ]);
+        );
     }
 
     /// The web Deployment in the stand-in cluster, `None` if it is not there.

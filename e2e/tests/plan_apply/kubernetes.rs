@@ -14,17 +14,7 @@ fn deployment(replicas: u32) -> Value {
 async fn kubernetes_diffs_show_changed_fields_and_moved_objects_are_planned_again() {
     let runner = start(true).await;
     let cluster = runner.cluster.as_ref().unwrap().kubectl();
-    let replicas = || {
-        cluster.ok(&[
-            "get",
-            "deployment",
-            "web",
-            "-n",
-            "shop",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ])
-    };
+    let replicas = || cluster.jsonpath(&["deployment", "web", "-n", "shop"], "{.spec.replicas}");
 
     // approve-all: planned and applied in one claim, the diff reported with the result.
     runner.ready("web-1", "web", deployment(2), json!([])).await;

@@ -240,19 +240,13 @@ async fn drive(cp: Arc<ControlPlane>, site: Arc<Site>, plans: Api<Plan>) -> Kill
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Stay up until every audit event is shipped.
-    let shipped = Instant::now() + Duration::from_secs(60);
-    while std::fs::read_to_string(site.state.join("audit.shipped"))
-        .unwrap_or_default()
-        .trim()
-        != local_events(&site.state).to_string()
-    {
-        assert!(
-            Instant::now() < shipped,
-            "{}: audit events not shipped",
-            site.install
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{}'s audit events to be shipped", site.install);
+    let state = site.state.clone();
+    eventually(60, &what, async move || {
+        let shipped = std::fs::read_to_string(state.join("audit.shipped")).unwrap_or_default();
+        (shipped.trim() == local_events(&state).to_string()).then_some(())
+    })
+    .await;
     runner.kill();
     kills
 }

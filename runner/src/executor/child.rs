@@ -257,11 +257,11 @@ mod tests {
             other => panic!("{other}"),
         }
         let pid = std::fs::read_to_string(&pid_file).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while alive(pid.trim()) && std::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(!alive(pid.trim()), "the child's child survived");
+        let gone = outpost_testing::wait_for(Duration::from_secs(10), async || {
+            (!alive(pid.trim())).then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "the child's child survived");
     }
 
     #[tokio::test]
