@@ -329,21 +329,3 @@ impl Registry {
         versions
     }
 }
-
-/// A registry of real CRDs for the core's own tests: Outpost's (from `outpost-api`),
-/// indexed like `outpost-kinds` indexes them, without their strategies and plugins
-/// (`kinds/` tests those).
-#[cfg(test)]
-pub(crate) fn test_registry() -> Registry {
-    let mut registry = Registry::new();
-    for crd in outpost_api::crds() {
-        registry.register_crd(&crd, Arc::new(NoRules));
-    }
-    registry.update_all(|rt| {
-        rt.index = Some(IndexBy {
-            label: "outpost.dev/install".into(),
-            field: "spec.install".into(),
-        })
-    });
-    registry
-}
