@@ -99,10 +99,15 @@ fn kinds_are_named_like_kube_and_carry_their_gvk() {
     assert_eq!(widget["type"], "object");
     assert_eq!(widget["properties"]["apiVersion"]["type"], "string");
     assert_eq!(widget["properties"]["kind"]["type"], "string");
-    assert!(
-        widget["properties"]["spec"]["properties"].is_object(),
-        "the CRD schema is kept"
+    // The CRD schema is kept, with what clients read from it: list map keys
+    // (server-side apply), int-or-string, defaults (`kubectl explain`).
+    let spec = &widget["properties"]["spec"]["properties"];
+    assert_eq!(
+        spec["settings"]["x-kubernetes-list-map-keys"],
+        json!(["name"])
     );
+    assert_eq!(spec["port"]["x-kubernetes-int-or-string"], true);
+    assert_eq!(spec["replicas"]["default"], 1);
     let object_meta = resolve(&doc, &widget["properties"]["metadata"]["allOf"][0]);
     assert!(object_meta["properties"]["labels"].is_object());
     let managed = resolve(
