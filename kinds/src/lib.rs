@@ -44,6 +44,9 @@ pub mod runner_access;
 pub mod runner_token;
 pub mod validation;
 
+#[cfg(test)]
+mod schema_tests;
+
 use std::sync::Arc;
 
 use outpost_apiserver::auth::{GroupAuthorizer, TokenFile};
