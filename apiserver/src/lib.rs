@@ -34,5 +34,7 @@ pub mod status;
 pub mod storage;
 pub mod strategy;
 pub mod table;
+#[cfg(test)]
+mod testing;
 pub mod tls;
 pub mod watch_cache;

@@ -182,9 +182,9 @@ mod tests {
             ..Limits::default()
         };
         let subject = Subject {
-            group: "outpost.dev".into(),
-            resource: "policies".into(),
-            kind: "Policy".into(),
+            group: "example.com".into(),
+            resource: "widgets".into(),
+            kind: "Widget".into(),
             name: "p".into(),
         };
         let small = json!({"spec": {"a": 1}});
@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(err.code(), 413);
         assert_eq!(
             err.to_string(),
-            "policies.outpost.dev \"p\" is too large: 65 bytes, the limit is 64 bytes"
+            "widgets.example.com \"p\" is too large: 65 bytes, the limit is 64 bytes"
         );
         let deep = json!({"spec": {"a": {"b": {"c": 1}}}});
         let err = limits.check_object(&subject, b"{}", &deep).unwrap_err();

@@ -361,8 +361,7 @@ mod tests {
     use super::*;
 
     fn rt() -> ResourceType {
-        let mut rt =
-            ResourceType::schemaless("outpost.dev", "v1alpha1", "Install", "installs", true);
+        let mut rt = ResourceType::schemaless("example.com", "v1", "Widget", "widgets", true);
         rt.status_subresource = true;
         rt
     }
@@ -372,7 +371,7 @@ mod tests {
         let mut obj = json!({"metadata": {"generateName": "a-", "resourceVersion": "9"}, "spec": {}, "status": {"x": 1}});
         let name = prepare_create(&rt(), &mut obj, Some("ns")).unwrap();
         assert!(name.starts_with("a-") && name.len() == 7);
-        assert_eq!(obj["apiVersion"], "outpost.dev/v1alpha1");
+        assert_eq!(obj["apiVersion"], "example.com/v1");
         assert_eq!(obj["metadata"]["namespace"], "ns");
         assert_eq!(obj["metadata"]["generation"], 1);
         assert!(obj["metadata"]["uid"].is_string());
@@ -399,7 +398,7 @@ mod tests {
             err.status()["details"]["causes"][0]["field"],
             "metadata.namespace"
         );
-        let mut other_kind = json!({"kind": "Plan", "metadata": {"name": "a"}});
+        let mut other_kind = json!({"kind": "Tenant", "metadata": {"name": "a"}});
         assert!(matches!(
             prepare_create(&rt(), &mut other_kind, Some("ns")),
             Err(ApiError::BadRequest(_))
@@ -469,7 +468,7 @@ mod tests {
         let object: Value = serde_json::from_slice(body).unwrap();
         let stored = to_store(&object);
         let kv = KeyValue {
-            key: "/registry/outpost.dev/installs/acme/web".into(),
+            key: "/registry/example.com/widgets/acme/web".into(),
             value: stored.clone(),
             create_revision: 1,
             mod_revision: 2,

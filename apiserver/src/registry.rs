@@ -330,20 +330,55 @@ impl Registry {
     }
 }
 
-/// A registry of real CRDs for the core's own tests: Outpost's (from `outpost-api`),
-/// indexed like `outpost-kinds` indexes them, without their strategies and plugins
-/// (`kinds/` tests those).
 #[cfg(test)]
-pub(crate) fn test_registry() -> Registry {
-    let mut registry = Registry::new();
-    for crd in outpost_api::crds() {
-        registry.register_crd(&crd, Arc::new(NoRules));
+mod tests {
+    #[test]
+    fn a_crd_is_served_with_its_names_scope_columns_and_fields() {
+        let registry = crate::testing::test_registry();
+        let widgets = registry
+            .get("example.com", "v1", "widgets")
+            .expect("widgets are served");
+        assert_eq!(
+            (widgets.kind.as_str(), widgets.list_kind.as_str()),
+            ("Widget", "WidgetList")
+        );
+        assert_eq!(widgets.singular, "widget");
+        assert_eq!(widgets.short_names, ["wd"]);
+        assert_eq!(widgets.categories, ["example"]);
+        assert!(widgets.namespaced && widgets.status_subresource);
+        assert_eq!(widgets.selectable_fields, ["spec.tenant"]);
+        let columns: Vec<(&str, &str, &str)> = widgets
+            .printer_columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.type_.as_str(), c.json_path.as_str()))
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                ("Tenant", "string", ".spec.tenant"),
+                ("Phase", "string", ".status.phase"),
+                ("Age", "date", ".metadata.creationTimestamp")
+            ]
+        );
+        let schema = widgets.schema.as_ref().expect("the version's schema");
+        assert_eq!(
+            schema["properties"]["spec"]["required"],
+            serde_json::json!(["tenant"])
+        );
+        assert_eq!(
+            widgets.key(Some("shop"), "w"),
+            "/registry/example.com/widgets/shop/w"
+        );
+
+        let tenants = registry
+            .get("example.com", "v1", "tenants")
+            .expect("tenants are served");
+        assert!(!tenants.namespaced && !tenants.status_subresource);
+        assert!(tenants.printer_columns.is_empty() && tenants.selectable_fields.is_empty());
+        assert_eq!(
+            tenants.key(Some("shop"), "t"),
+            "/registry/example.com/tenants/t"
+        );
+        assert_eq!(tenants.qualified_resource(), "tenants.example.com");
     }
-    registry.update_all(|rt| {
-        rt.index = Some(IndexBy {
-            label: "outpost.dev/install".into(),
-            field: "spec.install".into(),
-        })
-    });
-    registry
 }

@@ -176,7 +176,7 @@ mod tests {
     fn parses_kubernetes_paths() {
         let r = resource(
             Method::GET,
-            "/apis/outpost.dev/v1alpha1/namespaces/acme/installs/a",
+            "/apis/example.com/v1/namespaces/acme/widgets/a",
             false,
         );
         assert_eq!(
@@ -187,19 +187,13 @@ mod tests {
                 r.resource.as_str(),
                 r.name.as_deref()
             ),
-            (
-                Verb::Get,
-                "outpost.dev",
-                Some("acme"),
-                "installs",
-                Some("a")
-            )
+            (Verb::Get, "example.com", Some("acme"), "widgets", Some("a"))
         );
-        let r = resource(Method::GET, "/apis/outpost.dev/v1alpha1/installs", true);
+        let r = resource(Method::GET, "/apis/example.com/v1/widgets", true);
         assert_eq!((r.verb, r.namespace), (Verb::Watch, None));
         let r = resource(
             Method::PUT,
-            "/apis/outpost.dev/v1alpha1/namespaces/a/plans/p/status",
+            "/apis/example.com/v1/namespaces/a/widgets/w/status",
             false,
         );
         assert_eq!(
@@ -214,7 +208,7 @@ mod tests {
         let r = resource(Method::DELETE, "/api/v1/namespaces/x/configmaps", false);
         assert_eq!(r.verb, Verb::DeleteCollection);
         assert!(matches!(
-            RequestInfo::parse(&Method::GET, "/apis/outpost.dev/v1alpha1", false),
+            RequestInfo::parse(&Method::GET, "/apis/example.com/v1", false),
             RequestInfo::NonResource { .. }
         ));
         assert!(matches!(

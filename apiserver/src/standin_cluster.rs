@@ -1,7 +1,7 @@
 //! The stand-in cluster (the server's `--standin-cluster`): the common Kubernetes
-//! kinds served as schemaless objects, so that the runner's `kubernetes_manifest`
-//! executor, `kubectl apply --server-side`, `kubectl edit` and watches have a real API
-//! to talk to in tests and in `outpost up`.
+//! kinds served as schemaless objects, so that clients deploying manifests (server-side
+//! apply), `kubectl apply --server-side`, `kubectl edit` and watches have a real API
+//! to talk to in tests and in a local control plane.
 //!
 //! # Warning
 //! It is an API-only stand-in: objects are stored, validated only as Kubernetes objects
@@ -16,7 +16,7 @@ pub const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// The served kinds: core `v1` ConfigMap, Secret, Service and Namespace (cluster
 /// scoped), `apps/v1` Deployment and StatefulSet, `networking.k8s.io/v1` Ingress and NetworkPolicy,
-/// `policy/v1` PodDisruptionBudget (what the Helm chart in `charts/outpost/` installs),
+/// `policy/v1` PodDisruptionBudget (what a Helm chart commonly ships beside its workloads),
 /// and `rbac.authorization.k8s.io/v1` ClusterRole, ClusterRoleBinding, Role and
 /// RoleBinding (what EKS-token users are authorized by, [`crate::auth::rbac`]).
 pub fn kinds() -> Vec<ResourceType> {

@@ -1,4 +1,4 @@
-//! Self-signed serving certificates for a local control plane (`outpost up`, tests):
+//! Self-signed serving certificates for a local control plane (a local development server, tests):
 //! a CA and a serving certificate for `localhost` and `127.0.0.1` signed by it. kubectl
 //! only sends bearer tokens over TLS, so even a loopback server needs one.
 

@@ -3,7 +3,7 @@
 //! only that install's objects (by the watch cache's install index), on both stores. A
 //! viewer still sees what an admin sees, and a user allowed nothing still sees nothing.
 //! Counted through `/metrics` (`outpost_ui_fleet_snapshots_total`,
-//! `outpost_ui_fleet_streams`, `outpost_watch_cache_objects_read_total`).
+//! `outpost_ui_fleet_streams`, `apiserver_watch_cache_objects_read_total`).
 
 // The API server in the test process (shared with the API server's own tests).
 #[path = "../../kinds/tests/server_support/mod.rs"]
@@ -234,7 +234,7 @@ async fn live_updates_share_one_snapshot(store: TestStore) {
 
 /// Objects of plans and audit events the caches have looked at so far.
 async fn reads(server: &ApiServer) -> (u64, u64) {
-    let read = |r: &str| format!("outpost_watch_cache_objects_read_total{{resource=\"{r}\"}}");
+    let read = |r: &str| format!("apiserver_watch_cache_objects_read_total{{resource=\"{r}\"}}");
     (
         metric(server, &read("plans")).await,
         metric(server, &read("auditevents")).await,

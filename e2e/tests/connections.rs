@@ -223,7 +223,7 @@ async fn stalled_headers_are_closed_and_runners_keep_watching() {
         .await;
     assert!(
         metrics.text.lines().any(|l| l
-            .starts_with("outpost_connections_closed_total{reason=\"header_timeout\"}")
+            .starts_with("apiserver_connections_closed_total{reason=\"header_timeout\"}")
             && l.split(' ').nth(1).and_then(|n| n.parse::<usize>().ok()) >= Some(STALLED)),
         "header timeouts are counted: {}",
         metrics.text
@@ -329,7 +329,7 @@ async fn in_flight_and_watch_limits_answer_429() {
     })
     .await;
     assert_eq!(second.status, 201, "{}", second.text);
-    let rejected = "outpost_rejected_requests_total{reason=\"max_mutating_requests_inflight\"}";
+    let rejected = "apiserver_rejected_requests_total{reason=\"max_mutating_requests_inflight\"}";
     assert!(
         metric(&cp, rejected).await >= Some(1),
         "the refusal is counted"
@@ -362,7 +362,7 @@ async fn in_flight_and_watch_limits_answer_429() {
         (reply.status == 200).then_some(())
     })
     .await;
-    let rejected = "outpost_rejected_requests_total{reason=\"max_watches_per_user\"}";
+    let rejected = "apiserver_rejected_requests_total{reason=\"max_watches_per_user\"}";
     assert!(
         metric(&cp, rejected).await >= Some(1),
         "the refusal is counted"
@@ -432,7 +432,7 @@ async fn silent_connections_are_closed_but_watches_are_not() {
     assert!(
         metric(
             &cp,
-            "outpost_connections_closed_total{reason=\"idle_timeout\"}"
+            "apiserver_connections_closed_total{reason=\"idle_timeout\"}"
         )
         .await
             >= Some(1),

@@ -17,6 +17,16 @@
 //! * the watch caches index every object by the install it names
 //!   ([`INSTALL_LABEL`], [`SCOPE_FIELD`]).
 //!
+//! Why the install index: a fleet of 10,000 installs has 10,000 runners, each listing
+//! and watching its own install's Plans, and well over 100,000 Plans. Without it a
+//! runner's list read every Plan of the namespace and every change woke every watcher:
+//! both grew with fleet size squared. With it, a list or watch whose selector names one
+//! install, and every request of a runner (its scope, [`runner_access`], pins its
+//! install), reads only that install's objects, and a change reaches only the watchers
+//! of the installs it names. A runner token is checked against the cached Install;
+//! minting answers once the cache has the new hash, so the old token is refused from
+//! then on. How the caches work: `apiserver/src/watch_cache/README.md`.
+//!
 //! `docs/ARCHITECTURE.md` ("The generic core and Outpost's kinds") has the design.
 
 // Plugins answer with the core's `ApiError` as it is (the one type every HTTP error
@@ -33,6 +43,9 @@ pub mod references;
 pub mod runner_access;
 pub mod runner_token;
 pub mod validation;
+
+#[cfg(test)]
+mod schema_tests;
 
 use std::sync::Arc;
 

@@ -24,7 +24,7 @@ use outpost_apiserver::storage::{
 use serde_json::{Value, json};
 use server_support::{ADMIN, TestStore, get, metric, send};
 
-const STORE_GETS: &str = "outpost_store_request_duration_seconds_count{operation=\"get\"}";
+const STORE_GETS: &str = "apiserver_store_request_duration_seconds_count{operation=\"get\"}";
 const POLICIES: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/policies";
 const POLICY_KEY: &str = "/registry/outpost.dev/policies/default/p";
 const PLANS: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/plans";

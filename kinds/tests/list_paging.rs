@@ -2,7 +2,7 @@
 //! Exact`) grow their page size while the selector drops most objects, as
 //! kube-apiserver's etcd3 store does: a selective list over many objects takes O(log n)
 //! store reads, not one per `limit` objects. Counted on both stores through `/metrics`
-//! (`outpost_store_request_duration_seconds_count{operation="list"}`).
+//! (`apiserver_store_request_duration_seconds_count{operation="list"}`).
 
 mod server_support;
 
@@ -15,7 +15,7 @@ use server_support::{ADMIN, TestStore, get, metric};
 /// Policies in the namespace; the selector picks two of them.
 const OBJECTS: usize = 2_000;
 const POLICIES: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/policies";
-const STORE_LISTS: &str = "outpost_store_request_duration_seconds_count{operation=\"list\"}";
+const STORE_LISTS: &str = "apiserver_store_request_duration_seconds_count{operation=\"list\"}";
 
 /// `OBJECTS` policies of which `picked` carry `pick=yes`, written straight to the store
 /// (through the API they would take minutes per run).

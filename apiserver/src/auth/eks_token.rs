@@ -265,7 +265,7 @@ mod tests {
 
     /// An `aws-auth` ConfigMap mapping the provision role.
     fn aws_auth() -> serde_json::Value {
-        serde_json::json!({"data": {"mapRoles": "- rolearn: arn:aws:iam::123456789012:role/u-provision\n  username: \"provision:{{SessionName}}\"\n  groups: [\"outpost:provision\"]\n"}})
+        serde_json::json!({"data": {"mapRoles": "- rolearn: arn:aws:iam::123456789012:role/u-provision\n  username: \"provision:{{SessionName}}\"\n  groups: [\"example:provision\"]\n"}})
     }
 
     fn token(url: &str) -> String {
@@ -316,24 +316,24 @@ mod tests {
             Err(EksTokenError::Malformed(_))
         ));
         assert!(t.presigned("k8s-aws-v1.!!", at(signed_at)).is_err());
-        assert!(t.presigned("opr_x", at(signed_at)).is_err());
+        assert!(t.presigned("not-an-eks-token", at(signed_at)).is_err());
     }
 
     #[test]
     fn an_assumed_role_maps_to_its_user_and_other_callers_to_none() {
         let roles = map_roles(&aws_auth());
         let user = user(
-            "arn:aws:sts::123456789012:assumed-role/u-provision/plan-1",
+            "arn:aws:sts::123456789012:assumed-role/u-provision/session-1",
             &roles,
         )
         .unwrap();
-        assert_eq!(user.name, "provision:plan-1");
-        assert_eq!(user.groups, ["outpost:provision"]);
+        assert_eq!(user.name, "provision:session-1");
+        assert_eq!(user.groups, ["example:provision"]);
         assert!(is_eks_user(&user));
         for arn in [
-            "arn:aws:sts::123456789012:assumed-role/u-maintenance/plan-1",
+            "arn:aws:sts::123456789012:assumed-role/u-maintenance/session-1",
             "arn:aws:iam::123456789012:user/moto",
-            "arn:aws:sts::999999999999:assumed-role/u-provision/plan-1",
+            "arn:aws:sts::999999999999:assumed-role/u-provision/session-1",
         ] {
             assert!(
                 matches!(super::user(arn, &roles), Err(EksTokenError::Unmapped(_))),

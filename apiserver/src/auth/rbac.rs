@@ -137,7 +137,7 @@ mod tests {
             cluster_role_bindings: vec![from(json!({
                 "metadata": {"name": "provision"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "deployer"},
-                "subjects": [{"kind": "Group", "name": "outpost:provision"}]
+                "subjects": [{"kind": "Group", "name": "example:provision"}]
             }))],
             roles: vec![from(json!({
                 "metadata": {"name": "status", "namespace": "shop"},
@@ -167,8 +167,8 @@ mod tests {
     #[test]
     fn bound_rules_allow_and_nothing_else_does() {
         let o = objects();
-        let provision = user("provision:p", &["outpost:provision"]);
-        let maintenance = user("maintenance:p", &["outpost:maintenance"]);
+        let provision = user("provision:p", &["example:provision"]);
+        let maintenance = user("maintenance:p", &["example:maintenance"]);
         let create = request(Method::POST, "/api/v1/namespaces/shop/configmaps");
         assert!(authorize(&o, &provision, &create).is_ok());
         assert_eq!(
@@ -220,8 +220,8 @@ mod tests {
                 "resources": ["customresourcedefinitions"], "verbs": ["create", "patch"]}))
             .unwrap(),
         );
-        let provision = user("provision:p", &["outpost:provision"]);
-        let maintenance = user("maintenance:p", &["outpost:maintenance"]);
+        let provision = user("provision:p", &["example:provision"]);
+        let maintenance = user("maintenance:p", &["example:maintenance"]);
         let create = request(
             Method::POST,
             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",

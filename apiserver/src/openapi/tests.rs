@@ -3,13 +3,12 @@ use serde_json::{Value, json};
 use super::{discovery_index, document, group_version_document, schema_name};
 use crate::registry::{Registry, ResourceType};
 
-fn outpost() -> Registry {
-    crate::registry::test_registry()
+fn widgets() -> Registry {
+    crate::testing::test_registry()
 }
 
 fn gv_doc(registry: &Registry) -> Value {
-    group_version_document(registry, "outpost.dev", "v1alpha1")
-        .expect("Outpost serves outpost.dev/v1alpha1")
+    group_version_document(registry, "example.com", "v1").expect("example.com/v1 is served")
 }
 
 /// Resolves a local `$ref` the way kubectl does.
@@ -25,39 +24,39 @@ fn resolve<'a>(doc: &'a Value, reference: &Value) -> &'a Value {
 
 #[test]
 fn index_lists_every_document_with_a_content_hash() {
-    let registry = outpost();
+    let registry = widgets();
     let index = discovery_index(&registry);
     let paths = index["paths"].as_object().expect("paths");
     assert!(paths.contains_key("api"));
     assert!(paths.contains_key("apis"));
-    let url = paths["apis/outpost.dev/v1alpha1"]["serverRelativeURL"]
+    let url = paths["apis/example.com/v1"]["serverRelativeURL"]
         .as_str()
         .expect("url");
     let hash = url
-        .strip_prefix("/openapi/v3/apis/outpost.dev/v1alpha1?hash=")
+        .strip_prefix("/openapi/v3/apis/example.com/v1?hash=")
         .expect("kube's URL form");
     assert_eq!(hash.len(), 64);
     assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
     // Stable for the same registry, different when the document changes.
-    assert_eq!(discovery_index(&outpost()), index);
-    let mut changed = outpost();
+    assert_eq!(discovery_index(&widgets()), index);
+    let mut changed = widgets();
     changed.register(ResourceType::schemaless(
-        "outpost.dev",
-        "v1alpha1",
+        "example.com",
+        "v1",
         "Extra",
         "extras",
         true,
     ));
     assert_ne!(
-        discovery_index(&changed)["paths"]["apis/outpost.dev/v1alpha1"],
-        paths["apis/outpost.dev/v1alpha1"]
+        discovery_index(&changed)["paths"]["apis/example.com/v1"],
+        paths["apis/example.com/v1"]
     );
     assert_eq!(discovery_index(&changed)["paths"]["api"], paths["api"]);
     // Every listed document is served.
     for key in paths.keys() {
         assert!(document(&registry, key).is_some(), "{key}");
     }
-    assert!(document(&registry, "apis/outpost.dev/v9").is_none());
+    assert!(document(&registry, "apis/example.com/v9").is_none());
     assert!(group_version_document(&registry, "nope.dev", "v1").is_none());
 }
 
@@ -86,25 +85,30 @@ fn core_group_documents_live_under_api() {
 #[test]
 fn kinds_are_named_like_kube_and_carry_their_gvk() {
     assert_eq!(
-        schema_name("outpost.dev", "v1alpha1", "Install"),
-        "dev.outpost.v1alpha1.Install"
+        schema_name("example.com", "v1", "Widget"),
+        "com.example.v1.Widget"
     );
-    let doc = gv_doc(&outpost());
+    let doc = gv_doc(&widgets());
     assert_eq!(doc["openapi"], "3.0.0");
     let schemas = &doc["components"]["schemas"];
-    let install = &schemas["dev.outpost.v1alpha1.Install"];
+    let widget = &schemas["com.example.v1.Widget"];
     assert_eq!(
-        install["x-kubernetes-group-version-kind"],
-        json!([{"group": "outpost.dev", "kind": "Install", "version": "v1alpha1"}])
+        widget["x-kubernetes-group-version-kind"],
+        json!([{"group": "example.com", "kind": "Widget", "version": "v1"}])
     );
-    assert_eq!(install["type"], "object");
-    assert_eq!(install["properties"]["apiVersion"]["type"], "string");
-    assert_eq!(install["properties"]["kind"]["type"], "string");
-    assert!(
-        install["properties"]["spec"]["properties"].is_object(),
-        "the CRD schema is kept"
+    assert_eq!(widget["type"], "object");
+    assert_eq!(widget["properties"]["apiVersion"]["type"], "string");
+    assert_eq!(widget["properties"]["kind"]["type"], "string");
+    // The CRD schema is kept, with what clients read from it: list map keys
+    // (server-side apply), int-or-string, defaults (`kubectl explain`).
+    let spec = &widget["properties"]["spec"]["properties"];
+    assert_eq!(
+        spec["settings"]["x-kubernetes-list-map-keys"],
+        json!(["name"])
     );
-    let object_meta = resolve(&doc, &install["properties"]["metadata"]["allOf"][0]);
+    assert_eq!(spec["port"]["x-kubernetes-int-or-string"], true);
+    assert_eq!(spec["replicas"]["default"], 1);
+    let object_meta = resolve(&doc, &widget["properties"]["metadata"]["allOf"][0]);
     assert!(object_meta["properties"]["labels"].is_object());
     let managed = resolve(
         &doc,
@@ -112,15 +116,12 @@ fn kinds_are_named_like_kube_and_carry_their_gvk() {
     );
     resolve(&doc, &managed["properties"]["time"]["allOf"][0]);
 
-    let list = &schemas["dev.outpost.v1alpha1.InstallList"];
+    let list = &schemas["com.example.v1.WidgetList"];
     assert_eq!(
         list["x-kubernetes-group-version-kind"][0]["kind"],
-        "InstallList"
+        "WidgetList"
     );
-    assert_eq!(
-        resolve(&doc, &list["properties"]["items"]["items"]),
-        install
-    );
+    assert_eq!(resolve(&doc, &list["properties"]["items"]["items"]), widget);
     resolve(&doc, &list["properties"]["metadata"]["allOf"][0]);
     for name in ["Status", "WatchEvent", "DeleteOptions", "Patch", "ListMeta"] {
         assert!(
@@ -144,7 +145,7 @@ fn every_ref_resolves() {
             _ => {}
         }
     }
-    let doc = gv_doc(&outpost());
+    let doc = gv_doc(&widgets());
     walk(&doc, &doc);
 }
 
@@ -181,17 +182,17 @@ fn parameter_names(operation: &Value) -> Vec<String> {
 
 #[test]
 fn namespaced_paths_and_operations() {
-    let doc = gv_doc(&outpost());
+    let doc = gv_doc(&widgets());
     let paths = &doc["paths"];
-    let all = &paths["/apis/outpost.dev/v1alpha1/installs"];
+    let all = &paths["/apis/example.com/v1/widgets"];
     assert_eq!(all["get"]["x-kubernetes-action"], "list");
     assert_eq!(
         all["get"]["operationId"],
-        "listOutpostDevV1alpha1InstallForAllNamespaces"
+        "listExampleComV1WidgetForAllNamespaces"
     );
     assert!(all.get("post").is_none(), "no create without a namespace");
 
-    let collection = &paths["/apis/outpost.dev/v1alpha1/namespaces/{namespace}/installs"];
+    let collection = &paths["/apis/example.com/v1/namespaces/{namespace}/widgets"];
     assert_eq!(parameter_names(collection), ["namespace", "pretty"]);
     let list = &collection["get"];
     for name in [
@@ -210,7 +211,7 @@ fn namespaced_paths_and_operations() {
             "list takes {name}"
         );
     }
-    let gvk = json!({"group": "outpost.dev", "version": "v1alpha1", "kind": "Install"});
+    let gvk = json!({"group": "example.com", "version": "v1", "kind": "Widget"});
     for (method, action) in [
         ("get", "list"),
         ("post", "post"),
@@ -221,10 +222,10 @@ fn namespaced_paths_and_operations() {
     }
     assert_eq!(
         collection["post"]["operationId"],
-        "createOutpostDevV1alpha1NamespacedInstall"
+        "createExampleComV1NamespacedWidget"
     );
 
-    let item = &paths["/apis/outpost.dev/v1alpha1/namespaces/{namespace}/installs/{name}"];
+    let item = &paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"];
     assert_eq!(parameter_names(item), ["name", "namespace", "pretty"]);
     for (method, action) in [
         ("get", "get"),
@@ -270,13 +271,13 @@ fn namespaced_paths_and_operations() {
             &doc,
             &item["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         )["x-kubernetes-group-version-kind"][0]["kind"],
-        "Install"
+        "Widget"
     );
 
-    let status = &paths["/apis/outpost.dev/v1alpha1/namespaces/{namespace}/installs/{name}/status"];
+    let status = &paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status"];
     assert_eq!(
         status["put"]["operationId"],
-        "replaceOutpostDevV1alpha1NamespacedInstallStatus"
+        "replaceExampleComV1NamespacedWidgetStatus"
     );
     assert!(status["patch"].is_object());
     assert!(status.get("delete").is_none());
@@ -317,8 +318,8 @@ fn cluster_scoped_kinds_and_types_without_status() {
 /// kind decides whether the server validates fields.
 #[test]
 fn kubectl_finds_field_validation_on_the_kinds_patch() {
-    let doc = gv_doc(&outpost());
-    for kind in ["App", "Install", "Plan", "DriftReport"] {
+    let doc = gv_doc(&widgets());
+    for kind in ["Widget", "Tenant"] {
         let patch = doc["paths"]
             .as_object()
             .expect("paths")

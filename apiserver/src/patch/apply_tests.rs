@@ -7,8 +7,8 @@ const T1: &str = "2024-01-02T00:00:00Z";
 
 fn config(spec: Value) -> Value {
     json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "Install",
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": spec,
     })
@@ -40,7 +40,7 @@ fn without_managed(object: &Value) -> Value {
 
 #[test]
 fn apply_creates_with_an_apply_entry_in_kube_format() {
-    let applied = config(json!({"approvalMode": "manual", "steps": [{"name": "a", "image": "x"}]}));
+    let applied = config(json!({"updateMode": "manual", "steps": [{"name": "a", "image": "x"}]}));
     let created = server_side_apply(None, &applied, "kubectl", false, T0).unwrap();
     assert_eq!(without_managed(&created), applied);
     assert_eq!(
@@ -48,11 +48,11 @@ fn apply_creates_with_an_apply_entry_in_kube_format() {
         json!([{
             "manager": "kubectl",
             "operation": "Apply",
-            "apiVersion": "outpost.dev/v1alpha1",
+            "apiVersion": "example.com/v1",
             "time": T0,
             "fieldsType": "FieldsV1",
             "fieldsV1": {"f:spec": {
-                "f:approvalMode": {},
+                "f:updateMode": {},
                 "f:steps": {"k:{\"name\":\"a\"}": {".": {}, "f:image": {}, "f:name": {}}},
             }},
         }])
@@ -121,7 +121,7 @@ fn fields_another_manager_owns_are_not_removed() {
 
 #[test]
 fn changing_a_field_another_manager_updated_is_a_conflict_like_kube() {
-    let mut created = stored(config(json!({"approvalMode": "auto"})));
+    let mut created = stored(config(json!({"updateMode": "auto"})));
     record_update(
         None,
         &mut created,
@@ -131,7 +131,7 @@ fn changing_a_field_another_manager_updated_is_a_conflict_like_kube() {
     );
     let conflict = server_side_apply(
         Some(&created),
-        &config(json!({"approvalMode": "manual"})),
+        &config(json!({"updateMode": "manual"})),
         "kubectl",
         false,
         T1,
@@ -139,22 +139,22 @@ fn changing_a_field_another_manager_updated_is_a_conflict_like_kube() {
     .unwrap_err();
     assert_eq!(
         conflict.to_string(),
-        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using outpost.dev/v1alpha1: .spec.approvalMode"
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using example.com/v1: .spec.updateMode"
     );
     let err = conflict.into_api_error(Subject::default());
     assert_eq!(err.code().as_u16(), 409);
     assert!(err.to_string().ends_with(
-        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using outpost.dev/v1alpha1: .spec.approvalMode"
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using example.com/v1: .spec.updateMode"
     ));
 }
 
 #[test]
 fn applying_the_same_value_shares_ownership() {
-    let mut created = stored(config(json!({"approvalMode": "auto"})));
+    let mut created = stored(config(json!({"updateMode": "auto"})));
     record_update(None, &mut created, "kubectl-create", "Update", T0);
     let applied = server_side_apply(
         Some(&created),
-        &config(json!({"approvalMode": "auto"})),
+        &config(json!({"updateMode": "auto"})),
         "kubectl",
         false,
         T1,
@@ -163,7 +163,7 @@ fn applying_the_same_value_shares_ownership() {
     for manager in ["kubectl", "kubectl-create"] {
         let fields = &entry(&applied, manager).unwrap()["fieldsV1"];
         assert!(
-            fields["f:spec"].get("f:approvalMode").is_some(),
+            fields["f:spec"].get("f:updateMode").is_some(),
             "{manager}: {fields}"
         );
     }
@@ -171,24 +171,24 @@ fn applying_the_same_value_shares_ownership() {
 
 #[test]
 fn force_takes_ownership_over() {
-    let mut created = stored(config(json!({"approvalMode": "auto", "other": 1})));
+    let mut created = stored(config(json!({"updateMode": "auto", "other": 1})));
     record_update(None, &mut created, "kubectl-edit", "Update", T0);
     let applied = server_side_apply(
         Some(&created),
-        &config(json!({"approvalMode": "manual"})),
+        &config(json!({"updateMode": "manual"})),
         "kubectl",
         true,
         T1,
     )
     .unwrap();
-    assert_eq!(applied["spec"]["approvalMode"], "manual");
+    assert_eq!(applied["spec"]["updateMode"], "manual");
     assert_eq!(
         entry(&applied, "kubectl-edit").unwrap()["fieldsV1"],
         json!({"f:spec": {".": {}, "f:other": {}}})
     );
     assert_eq!(
         entry(&applied, "kubectl").unwrap()["fieldsV1"],
-        json!({"f:spec": {"f:approvalMode": {}}})
+        json!({"f:spec": {"f:updateMode": {}}})
     );
     // Entries are ordered Apply before Update, as kube sorts them.
     assert_eq!(
@@ -215,7 +215,7 @@ fn several_conflicts_are_listed_by_manager() {
     assert_eq!(conflict.conflicts.len(), 3);
     assert_eq!(
         conflict.to_string(),
-        "Apply failed with 3 conflicts: conflicts with \"alpha\" using outpost.dev/v1alpha1:\n- .spec.c\nconflicts with \"zeta\" using outpost.dev/v1alpha1:\n- .spec.a\n- .spec.b"
+        "Apply failed with 3 conflicts: conflicts with \"alpha\" using example.com/v1:\n- .spec.c\nconflicts with \"zeta\" using example.com/v1:\n- .spec.a\n- .spec.b"
     );
 }
 
@@ -272,10 +272,10 @@ fn other_lists_are_replaced_atomically() {
 
 #[test]
 fn first_apply_to_an_untracked_object_conflicts_with_before_first_apply() {
-    let untracked = stored(config(json!({"approvalMode": "auto"})));
+    let untracked = stored(config(json!({"updateMode": "auto"})));
     let conflict = server_side_apply(
         Some(&untracked),
-        &config(json!({"approvalMode": "manual"})),
+        &config(json!({"updateMode": "manual"})),
         "kubectl",
         false,
         T1,
@@ -302,7 +302,7 @@ fn record_update_on_create_owns_every_field() {
         json!([{
             "manager": "kubectl-create",
             "operation": "Update",
-            "apiVersion": "outpost.dev/v1alpha1",
+            "apiVersion": "example.com/v1",
             "time": T0,
             "fieldsType": "FieldsV1",
             "fieldsV1": {

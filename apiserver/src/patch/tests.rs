@@ -2,10 +2,10 @@ use serde_json::json;
 
 use super::*;
 
-fn install() -> Value {
+fn widget() -> Value {
     json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "Install",
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
         "metadata": {"name": "web", "namespace": "default", "labels": {"a": "1", "b": "2"}},
         "spec": {"replicas": 1, "steps": ["x"]},
     })
@@ -44,7 +44,7 @@ fn unknown_content_types_and_strategic_merge_are_415_with_kube_wording() {
     assert_eq!(err.to_string(), want);
     let err = apply_patch(
         PatchType::StrategicMerge,
-        &install(),
+        &widget(),
         b"{}",
         &Limits::default(),
     )
@@ -57,7 +57,7 @@ fn unknown_content_types_and_strategic_merge_are_415_with_kube_wording() {
 #[test]
 fn merge_patch_follows_rfc_7386() {
     let body = br#"{"metadata":{"labels":{"a":null,"c":"3"}},"spec":{"steps":["y","z"]}}"#;
-    let patched = apply_patch(PatchType::Merge, &install(), body, &Limits::default()).unwrap();
+    let patched = apply_patch(PatchType::Merge, &widget(), body, &Limits::default()).unwrap();
     assert_eq!(patched["metadata"]["labels"], json!({"b": "2", "c": "3"}));
     assert_eq!(patched["spec"], json!({"replicas": 1, "steps": ["y", "z"]}));
 }
@@ -65,7 +65,7 @@ fn merge_patch_follows_rfc_7386() {
 #[test]
 fn malformed_merge_patches_are_400() {
     for body in [&b"{not json"[..], b"[1,2]", b"\"x\""] {
-        let err = apply_patch(PatchType::Merge, &install(), body, &Limits::default()).unwrap_err();
+        let err = apply_patch(PatchType::Merge, &widget(), body, &Limits::default()).unwrap_err();
         assert_eq!(
             err.code().as_u16(),
             400,
@@ -85,7 +85,7 @@ fn json_patch_follows_rfc_6902() {
         {"op":"copy","from":"/spec/replicas","path":"/spec/copy"},
         {"op":"move","from":"/spec/copy","path":"/spec/moved"}
     ]"#;
-    let patched = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap();
+    let patched = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap();
     assert_eq!(
         patched["spec"],
         json!({"replicas": 3, "steps": ["x", "y"], "moved": 3})
@@ -98,33 +98,33 @@ fn json_patch_follows_rfc_6902() {
 fn json_patch_test_null_passes_for_missing_and_null_fields() {
     let body = br#"[
         {"op":"test","path":"/metadata/finalizers","value":null},
-        {"op":"add","path":"/metadata/finalizers","value":["outpost.dev/cleanup"]}
+        {"op":"add","path":"/metadata/finalizers","value":["example.com/cleanup"]}
     ]"#;
-    let patched = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap();
+    let patched = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap();
     assert_eq!(
         patched["metadata"]["finalizers"],
-        json!(["outpost.dev/cleanup"])
+        json!(["example.com/cleanup"])
     );
 
-    let mut with_null = install();
+    let mut with_null = widget();
     with_null["metadata"]["finalizers"] = Value::Null;
     let patched = apply_patch(PatchType::Json, &with_null, body, &Limits::default()).unwrap();
     assert_eq!(
         patched["metadata"]["finalizers"],
-        json!(["outpost.dev/cleanup"])
+        json!(["example.com/cleanup"])
     );
 }
 
 #[test]
 fn json_patch_test_null_fails_against_a_value_or_a_missing_parent() {
-    let mut with_finalizer = install();
+    let mut with_finalizer = widget();
     with_finalizer["metadata"]["finalizers"] = json!(["x"]);
     let body = br#"[{"op":"test","path":"/metadata/finalizers","value":null}]"#;
     let err = apply_patch(PatchType::Json, &with_finalizer, body, &Limits::default()).unwrap_err();
     assert_eq!(err.code().as_u16(), 422);
 
     let body = br#"[{"op":"test","path":"/status/phase","value":null}]"#;
-    let err = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap_err();
     assert_eq!(err.code().as_u16(), 422);
 }
 
@@ -134,11 +134,11 @@ fn failed_json_patch_test_is_422_invalid_and_changes_nothing() {
         {"op":"replace","path":"/spec/replicas","value":5},
         {"op":"test","path":"/metadata/finalizers/0","value":"other"}
     ]"#;
-    let err = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap_err();
     assert_eq!(err.code().as_u16(), 422);
     assert_eq!(err.reason(), "Invalid");
     let status = err.status();
-    assert_eq!(status["details"]["kind"], "Install");
+    assert_eq!(status["details"]["kind"], "Widget");
     assert_eq!(status["details"]["name"], "web");
     assert_eq!(
         status["details"]["causes"][0]["field"],
@@ -146,7 +146,7 @@ fn failed_json_patch_test_is_422_invalid_and_changes_nothing() {
     );
 
     let body = br#"[{"op":"test","path":"/spec/replicas","value":2}]"#;
-    let err = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap_err();
     assert_eq!(
         err.status()["details"]["causes"][0]["message"],
         "testing value /spec/replicas failed: test failed"
@@ -156,7 +156,7 @@ fn failed_json_patch_test_is_422_invalid_and_changes_nothing() {
 #[test]
 fn json_patch_on_missing_path_is_422() {
     let body = br#"[{"op":"replace","path":"/spec/nothing/here","value":1}]"#;
-    let err = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap_err();
     assert_eq!(err.code().as_u16(), 422);
 }
 
@@ -168,7 +168,7 @@ fn malformed_json_patches_are_400() {
         br#"[{"op":"add","value":1}]"#,
         b"not json",
     ] {
-        let err = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap_err();
+        let err = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap_err();
         assert_eq!(
             err.code().as_u16(),
             400,
@@ -181,24 +181,24 @@ fn malformed_json_patches_are_400() {
 #[test]
 fn json_patch_may_not_replace_the_object_with_a_non_object() {
     let body = br#"[{"op":"replace","path":"","value":[1]}]"#;
-    let err = apply_patch(PatchType::Json, &install(), body, &Limits::default()).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), body, &Limits::default()).unwrap_err();
     assert_eq!(err.code().as_u16(), 400);
 }
 
 #[test]
 fn apply_bodies_parse_as_yaml_or_json() {
-    let yaml = b"apiVersion: outpost.dev/v1alpha1\nkind: Install\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  steps: [a, b]\n";
+    let yaml = b"apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  steps: [a, b]\n";
     let parsed = parse_apply_body(yaml).unwrap();
     assert_eq!(parsed["spec"], json!({"replicas": 2, "steps": ["a", "b"]}));
-    let json_body = serde_json::to_vec(&install()).unwrap();
-    assert_eq!(parse_apply_body(&json_body).unwrap(), install());
+    let json_body = serde_json::to_vec(&widget()).unwrap();
+    assert_eq!(parse_apply_body(&json_body).unwrap(), widget());
 }
 
 #[test]
 fn invalid_apply_bodies_are_400() {
     for body in [
         &b"- a\n- b\n"[..],
-        b"kind: Install\nmetadata: {name: x}\n",
+        b"kind: Widget\nmetadata: {name: x}\n",
         b"apiVersion: v1\nkind: [unclosed\n",
         b"apiVersion: v1\nkind: X\nmetadata:\n  managedFields: []\n",
     ] {
@@ -251,7 +251,7 @@ fn json_patch_copies_are_bounded_by_the_request_body_limit() {
         max_request_body_bytes: 64 * 1024,
         ..Limits::default()
     };
-    let mut existing = install();
+    let mut existing = widget();
     existing["spec"]["m"] = json!({"k0": "x".repeat(1024)});
     let ops: Vec<Value> = (0..16)
         .map(|i| json!({"op": "copy", "from": "/spec/m", "path": format!("/spec/m/k{}", i + 1)}))
@@ -271,23 +271,23 @@ fn json_patches_may_not_nest_values_deeper_than_the_limit() {
     };
     // `/spec/a` is at depth 2; a value 4 deep there makes 6.
     let body = br#"[{"op": "add", "path": "/spec/a", "value": {"b": {"c": {"d": {}}}}}]"#;
-    let err = apply_patch(PatchType::Json, &install(), body, &limits).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), body, &limits).unwrap_err();
     assert_eq!(err.code(), 422);
     assert_eq!(err.status()["details"]["causes"][0]["field"], "spec.a");
     let fits = br#"[{"op": "add", "path": "/spec/a", "value": {"b": {"c": {}}}}]"#;
-    assert!(apply_patch(PatchType::Json, &install(), fits, &limits).is_ok());
+    assert!(apply_patch(PatchType::Json, &widget(), fits, &limits).is_ok());
     // Copying a value into itself nests it deeper each time.
     let copies = br#"[{"op": "add", "path": "/spec/a", "value": {"b": {}}},
                       {"op": "copy", "from": "/spec/a", "path": "/spec/a/b/c"}]"#;
-    let err = apply_patch(PatchType::Json, &install(), copies, &limits).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), copies, &limits).unwrap_err();
     assert_eq!(err.status()["details"]["causes"][0]["field"], "spec.a.b.c");
 }
 
 #[test]
 fn json_patches_over_ten_thousand_operations_are_too_large() {
-    let ops = vec![json!({"op": "test", "path": "/kind", "value": "Install"}); 10_001];
+    let ops = vec![json!({"op": "test", "path": "/kind", "value": "Widget"}); 10_001];
     let body = serde_json::to_vec(&ops).unwrap();
-    let err = apply_patch(PatchType::Json, &install(), &body, &Limits::default()).unwrap_err();
+    let err = apply_patch(PatchType::Json, &widget(), &body, &Limits::default()).unwrap_err();
     assert_eq!(
         (err.code().as_u16(), err.reason()),
         (413, "RequestEntityTooLarge")
@@ -309,8 +309,8 @@ fn fields_bomb() -> Value {
         value = json!({ format!("{level}{}", "x".repeat(2_000)): value });
     }
     json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "Install",
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": value,
     })
@@ -322,7 +322,7 @@ fn assert_untrackable(err: ApiError) {
     };
     assert_eq!(
         (subject.kind.as_str(), subject.name.as_str()),
-        ("Install", "web")
+        ("Widget", "web")
     );
     assert_eq!(causes[0].field, "metadata.managedFields");
     assert!(
@@ -347,9 +347,9 @@ fn objects_whose_field_sets_would_take_gigabytes_are_refused_before_tracking() {
     assert_untrackable(parse_apply_body(&body).unwrap_err());
     let merge = serde_json::to_vec(&json!({"spec": bomb["spec"]})).unwrap();
     assert_untrackable(
-        apply_patch(PatchType::Merge, &install(), &merge, &Limits::default()).unwrap_err(),
+        apply_patch(PatchType::Merge, &widget(), &merge, &Limits::default()).unwrap_err(),
     );
-    assert_untrackable(apply_strategic_merge(&install(), &merge).unwrap_err());
+    assert_untrackable(apply_strategic_merge(&widget(), &merge).unwrap_err());
 
     // `managedFields` sent with an object are decoded into field sets too.
     let leaves: serde_json::Map<String, Value> =
@@ -358,7 +358,7 @@ fn objects_whose_field_sets_would_take_gigabytes_are_refused_before_tracking() {
     for level in 0..60 {
         tree = json!({ format!("f:{level}{}", "x".repeat(2_000)): tree });
     }
-    let mut managed = install();
+    let mut managed = widget();
     managed["metadata"]["managedFields"] = json!([{
         "manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": tree,
     }]);
@@ -369,7 +369,7 @@ fn objects_whose_field_sets_would_take_gigabytes_are_refused_before_tracking() {
 /// of their size.
 #[test]
 fn field_set_cost_of_ordinary_objects_is_a_small_multiple_of_their_size() {
-    let object = install();
+    let object = widget();
     let cost = field_set_cost(&object, usize::MAX);
     let exact: usize = FieldSet::of_object(&object)
         .0
@@ -394,7 +394,7 @@ fn json_patch_moves_deeper_are_bounded_like_copies_and_reorders_are_free() {
         max_request_body_bytes: 64 * 1024,
         ..Limits::default()
     };
-    let mut existing = install();
+    let mut existing = widget();
     existing["spec"]["big"] = json!({"k": "x".repeat(10 * 1024)});
     existing["spec"]["box"] = json!({});
     let down_and_up: Vec<Value> = (0..10)

@@ -36,7 +36,7 @@ fn schema() -> Value {
 #[test]
 fn a_known_object_has_no_unknown_fields_and_survives_pruning() {
     let object = json!({
-        "apiVersion": "outpost.dev/v1alpha1", "kind": "App",
+        "apiVersion": "example.com/v1", "kind": "Widget",
         "metadata": {"name": "a", "namespace": "n", "labels": {"x": "y"}, "annotations": {},
                      "finalizers": ["f"], "ownerReferences": [{"any": 1}], "uid": "u",
                      "resourceVersion": "1", "generation": 1, "creationTimestamp": null,
@@ -59,7 +59,7 @@ fn a_known_object_has_no_unknown_fields_and_survives_pruning() {
 #[test]
 fn unknown_fields_are_found_at_every_depth() {
     let object = json!({
-        "kind": "App", "extra": true,
+        "kind": "Widget", "extra": true,
         "metadata": {"name": "a", "bogus": 1},
         "spec": {"foo": 1, "inputs": [{"name": "a"}, {"name": "b", "bar": 2}],
                  "variables": {"domain": {"value": "v", "secret": true}},
@@ -88,7 +88,7 @@ fn unknown_fields_are_found_at_every_depth() {
 #[test]
 fn prune_drops_exactly_the_unknown_fields() {
     let mut object = json!({
-        "apiVersion": "v", "kind": "App",
+        "apiVersion": "v", "kind": "Widget",
         "metadata": {"name": "a", "bogus": 1},
         "spec": {"name": "n", "foo": 1, "inputs": [{"name": "b", "bar": 2}],
                  "document": {"keep": {"all": 1}}},
@@ -98,7 +98,7 @@ fn prune_drops_exactly_the_unknown_fields() {
     assert_eq!(
         object,
         json!({
-            "apiVersion": "v", "kind": "App",
+            "apiVersion": "v", "kind": "Widget",
             "metadata": {"name": "a"},
             "spec": {"name": "n", "inputs": [{"name": "b"}], "document": {"keep": {"all": 1}}},
             "status": {}
@@ -126,23 +126,20 @@ fn strict_message_matches_kube_apiserver() {
 }
 
 #[test]
-fn real_outpost_schemas_know_their_own_fields() {
-    let registry = crate::registry::test_registry();
-    let app = registry
-        .get("outpost.dev", "v1alpha1", "apps")
-        .expect("Outpost serves apps");
-    let schema = app.schema.as_ref().expect("apps have a schema");
+fn real_crd_schemas_know_their_own_fields() {
+    let schema = &crate::testing::widget_schema();
     let object = json!({
-        "apiVersion": "outpost.dev/v1alpha1", "kind": "App", "metadata": {"name": "a"},
-        "spec": {"inputs": [{"name": "d", "type": "json", "default": {"x": [1]}, "typo": 1}],
-                 "sandbox": {"source": "s", "type": "cloudformation", "variables": {"a": "b"}}}
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"},
+        "spec": {"tenant": "t",
+                 "settings": [{"name": "d", "type": "json", "default": {"x": [1]}, "typo": 1}],
+                 "source": {"url": "s", "type": "git", "variables": {"a": "b"}}}
     });
-    assert_eq!(unknown_fields(schema, &object), ["spec.inputs[0].typo"]);
+    assert_eq!(unknown_fields(schema, &object), ["spec.settings[0].typo"]);
 }
 
 #[test]
 fn arrays_of_objects_in_preserved_values_are_kept_whole() {
-    // A `BTreeMap<String, serde_json::Value>` (a Plan's outputs): its values' schema
+    // A `BTreeMap<String, serde_json::Value>` (a widget's outputs): its values' schema
     // preserves unknown fields and declares no `items`.
     let schema = json!({
         "type": "object",

@@ -262,26 +262,24 @@ fn root_skips_server_owned_fields_but_metadata_must_be_an_object() {
 }
 
 #[test]
-fn a_real_outpost_schema_accepts_a_valid_app_and_rejects_a_broken_one() {
-    let registry = crate::registry::test_registry();
-    let app = registry
-        .get("outpost.dev", "v1alpha1", "apps")
-        .expect("Outpost serves apps");
-    let schema = app.schema.as_ref().expect("apps have a schema");
+fn a_real_crd_schema_accepts_a_valid_object_and_rejects_a_broken_one() {
+    let schema = &crate::testing::widget_schema();
     let valid = json!({
-        "apiVersion": "outpost.dev/v1alpha1", "kind": "App", "metadata": {"name": "a"},
-        "spec": {"inputs": [{"name": "domain", "type": "string", "default": {"any": 1}}],
-                 "drift": {"intervalSeconds": 60, "remediation": null}}
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"},
+        "spec": {"tenant": "t", "port": "http",
+                 "settings": [{"name": "domain", "type": "string", "default": {"any": 1}}],
+                 "schedule": {"intervalSeconds": 60, "mode": null}}
     });
     assert_eq!(messages(schema, &valid), Vec::<String>::new());
-    let broken = json!({"spec": {"inputs": [{"name": "domain", "type": "text"}],
-                                 "drift": {"intervalSeconds": -1}}});
+    let broken = json!({"spec": {"tenant": "t",
+                                 "settings": [{"name": "domain", "type": "text"}],
+                                 "schedule": {"intervalSeconds": -1}}});
     let fields: Vec<String> = validate(schema, &broken)
         .into_iter()
         .map(|e| e.field)
         .collect();
     assert_eq!(
         fields,
-        ["spec.drift.intervalSeconds", "spec.inputs[0].type"]
+        ["spec.schedule.intervalSeconds", "spec.settings[0].type"]
     );
 }

@@ -32,8 +32,8 @@ impl FieldTerm {
 ///
 /// ```no_run
 /// use outpost_apiserver::selectors::FieldSelector;
-/// let selector = FieldSelector::parse("metadata.name=web,spec.install!=old").unwrap();
-/// let object = serde_json::json!({"metadata": {"name": "web"}, "spec": {"install": "new"}});
+/// let selector = FieldSelector::parse("metadata.name=web,spec.tenant!=old").unwrap();
+/// let object = serde_json::json!({"metadata": {"name": "web"}, "spec": {"tenant": "new"}});
 /// assert!(selector.matches(&object));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn equality_and_inequality_on_dotted_paths() {
         let object = json!({"metadata": {"name": "web", "namespace": "prod"},
-                            "spec": {"install": "i-1", "enabled": true, "count": 3}});
+                            "spec": {"tenant": "t-1", "enabled": true, "count": 3}});
         assert!(selects("metadata.name=web", &object));
         assert!(selects(
             "metadata.name==web,metadata.namespace=prod",
@@ -189,7 +189,7 @@ mod tests {
         assert!(!selects("metadata.name=db", &object));
         assert!(selects("metadata.namespace!=dev", &object));
         assert!(!selects("metadata.namespace!=prod", &object));
-        assert!(selects("spec.install=i-1", &object));
+        assert!(selects("spec.tenant=t-1", &object));
         assert!(selects("spec.enabled=true,spec.count=3", &object));
         // A missing field is the empty string.
         assert!(selects("spec.missing=", &object));
@@ -209,13 +209,13 @@ mod tests {
 
     #[test]
     fn fields_lists_what_the_selector_names() {
-        let selector = FieldSelector::parse("spec.install=x,metadata.name!=y").expect("valid");
+        let selector = FieldSelector::parse("spec.tenant=x,metadata.name!=y").expect("valid");
         assert_eq!(
             selector.fields().collect::<Vec<_>>(),
-            ["metadata.name", "spec.install"]
+            ["metadata.name", "spec.tenant"]
         );
-        let mut rt = ResourceType::schemaless("outpost.dev", "v1alpha1", "Plan", "plans", true);
-        rt.selectable_fields = vec!["spec.install".into()];
+        let mut rt = ResourceType::schemaless("example.com", "v1", "Widget", "widgets", true);
+        rt.selectable_fields = vec!["spec.tenant".into()];
         let allowed = selectable_fields(&rt);
         assert!(selector.fields().all(|f| allowed.iter().any(|a| a == f)));
         assert!(!allowed.contains(&"spec.other".to_owned()));

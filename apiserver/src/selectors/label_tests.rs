@@ -61,8 +61,8 @@ fn existence_and_comparison() {
 
 #[test]
 fn every_requirement_must_hold() {
-    let s = "app=web,tier in (db),!legacy, outpost.dev/install";
-    let all = [("app", "web"), ("tier", "db"), ("outpost.dev/install", "i")];
+    let s = "app=web,tier in (db),!legacy, example.com/tenant";
+    let all = [("app", "web"), ("tier", "db"), ("example.com/tenant", "t")];
     assert!(selects(s, &all));
     assert!(!selects(s, &[("app", "web"), ("tier", "db")]));
     assert!(!selects(s, &[all[0], all[1], all[2], ("legacy", "1")]));
@@ -121,8 +121,8 @@ fn errors_read_like_kube_apiserver() {
     assert!(error("a/b/c").starts_with(
         "unable to parse requirement: <nil>: Invalid value: \"a/b/c\": a qualified name must consist of"
     ));
-    assert!(error("Outpost.dev/a=b").contains("prefix part a lowercase RFC 1123 subdomain"));
-    assert!(selects("outpost.dev/a=b", &[("outpost.dev/a", "b")]));
+    assert!(error("Example.com/a=b").contains("prefix part a lowercase RFC 1123 subdomain"));
+    assert!(selects("example.com/a=b", &[("example.com/a", "b")]));
     assert!(error("-a=b").contains("name part must consist of alphanumeric characters"));
     assert!(
         error(&format!("{}=b", "k".repeat(64)))

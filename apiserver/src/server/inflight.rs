@@ -40,7 +40,7 @@ impl Default for InflightLimits {
 }
 
 /// Which limit refused a request (the `reason` label of
-/// `outpost_rejected_requests_total`).
+/// `apiserver_rejected_requests_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// `--max-requests-inflight`.
@@ -211,13 +211,13 @@ mod tests {
         let _read = inflight.admit(false).expect("a read once the first ended");
         assert_eq!(inflight.rejected(Refusal::Reads), 1);
 
-        let _a = inflight.open_watch("runner").expect("watch 1");
-        let b = inflight.open_watch("runner").expect("watch 2");
-        assert!(inflight.open_watch("runner").is_err());
+        let _a = inflight.open_watch("alice").expect("watch 1");
+        let b = inflight.open_watch("alice").expect("watch 2");
+        assert!(inflight.open_watch("alice").is_err());
         let _other = inflight.open_watch("admin").expect("another user's watch");
         drop(b);
         let _c = inflight
-            .open_watch("runner")
+            .open_watch("alice")
             .expect("a watch once one closed");
         assert_eq!(inflight.rejected(Refusal::Watches), 1);
     }

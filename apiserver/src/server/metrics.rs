@@ -1,5 +1,7 @@
 //! `/metrics` in the Prometheus text format: requests by verb, resource and code with
-//! latency histograms, open and total watches, and store latency.
+//! latency histograms, open and total watches, and store latency. Names are
+//! kube-apiserver's where it has the same metric (`apiserver_request_total`,
+//! `apiserver_storage_objects`, …), else `apiserver_` and what it counts.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -82,19 +84,19 @@ impl StoreMetrics {
     }
 
     fn render(&self, out: &mut String) {
-        out.push_str("# HELP outpost_store_request_duration_seconds Store latency by operation.\n# TYPE outpost_store_request_duration_seconds histogram\n");
+        out.push_str("# HELP apiserver_store_request_duration_seconds Store latency by operation.\n# TYPE apiserver_store_request_duration_seconds histogram\n");
         for (op, h) in self.latency.lock().expect("metrics lock").iter() {
             h.render(
                 out,
-                "outpost_store_request_duration_seconds",
+                "apiserver_store_request_duration_seconds",
                 &format!("operation=\"{op}\""),
             );
         }
-        out.push_str("# HELP outpost_store_writes_total Store writes by operation, resource and result (refused: a failed precondition or an error).\n# TYPE outpost_store_writes_total counter\n");
+        out.push_str("# HELP apiserver_store_writes_total Store writes by operation, resource and result (refused: a failed precondition or an error).\n# TYPE apiserver_store_writes_total counter\n");
         for ((op, resource, result), n) in self.writes.lock().expect("metrics lock").iter() {
             let _ = writeln!(
                 out,
-                "outpost_store_writes_total{{operation=\"{op}\",resource=\"{resource}\",result=\"{result}\"}} {n}"
+                "apiserver_store_writes_total{{operation=\"{op}\",resource=\"{resource}\",result=\"{result}\"}} {n}"
             );
         }
     }
@@ -114,11 +116,11 @@ fn render_limits(out: &mut String, state: &ServerState) {
         out,
         "# HELP apiserver_current_inflight_requests Requests in flight by kind (watches are not counted).\n# TYPE apiserver_current_inflight_requests gauge\napiserver_current_inflight_requests{{request_kind=\"readOnly\"}} {reads}\napiserver_current_inflight_requests{{request_kind=\"mutating\"}} {mutations}"
     );
-    out.push_str("# HELP outpost_rejected_requests_total Requests answered 429 by the limit that refused them.\n# TYPE outpost_rejected_requests_total counter\n");
+    out.push_str("# HELP apiserver_rejected_requests_total Requests answered 429 by the limit that refused them.\n# TYPE apiserver_rejected_requests_total counter\n");
     for refusal in [Refusal::Reads, Refusal::Mutations, Refusal::Watches] {
         let _ = writeln!(
             out,
-            "outpost_rejected_requests_total{{reason=\"{}\"}} {}",
+            "apiserver_rejected_requests_total{{reason=\"{}\"}} {}",
             refusal.label(),
             state.inflight.rejected(refusal)
         );
@@ -126,7 +128,7 @@ fn render_limits(out: &mut String, state: &ServerState) {
     let (header, idle) = state.connection_metrics.closed();
     let _ = writeln!(
         out,
-        "# HELP outpost_connections_closed_total Connections the server closed by their clock.\n# TYPE outpost_connections_closed_total counter\noutpost_connections_closed_total{{reason=\"header_timeout\"}} {header}\noutpost_connections_closed_total{{reason=\"idle_timeout\"}} {idle}"
+        "# HELP apiserver_connections_closed_total Connections the server closed by their clock.\n# TYPE apiserver_connections_closed_total counter\napiserver_connections_closed_total{{reason=\"header_timeout\"}} {header}\napiserver_connections_closed_total{{reason=\"idle_timeout\"}} {idle}"
     );
 }
 
@@ -203,7 +205,7 @@ impl Metrics {
             source.render(&mut out);
         }
         state.store_metrics.render(&mut out);
-        out.push_str("# HELP outpost_watch_cache_objects Objects in the watch cache by resource.\n# TYPE outpost_watch_cache_objects gauge\n");
+        out.push_str("# HELP apiserver_storage_objects Stored objects by resource (the watch cache holds every one).\n# TYPE apiserver_storage_objects gauge\n");
         let mut stats: Vec<_> = state
             .served
             .current()
@@ -215,58 +217,58 @@ impl Metrics {
         for (resource, s) in &stats {
             let _ = writeln!(
                 out,
-                "outpost_watch_cache_objects{{resource=\"{resource}\"}} {}",
+                "apiserver_storage_objects{{resource=\"{resource}\"}} {}",
                 s.objects
             );
         }
-        out.push_str("# HELP outpost_watch_cache_bytes Bytes of cached objects by resource.\n# TYPE outpost_watch_cache_bytes gauge\n");
+        out.push_str("# HELP apiserver_watch_cache_bytes Bytes of cached objects by resource.\n# TYPE apiserver_watch_cache_bytes gauge\n");
         for (resource, s) in &stats {
             let _ = writeln!(
                 out,
-                "outpost_watch_cache_bytes{{resource=\"{resource}\"}} {}",
+                "apiserver_watch_cache_bytes{{resource=\"{resource}\"}} {}",
                 s.bytes
             );
         }
-        out.push_str("# HELP outpost_watch_cache_window Recent changes kept for watches by resource.\n# TYPE outpost_watch_cache_window gauge\n");
+        out.push_str("# HELP apiserver_watch_cache_window Recent changes kept for watches by resource.\n# TYPE apiserver_watch_cache_window gauge\n");
         for (resource, s) in &stats {
             let _ = writeln!(
                 out,
-                "outpost_watch_cache_window{{resource=\"{resource}\"}} {}",
+                "apiserver_watch_cache_window{{resource=\"{resource}\"}} {}",
                 s.window
             );
         }
-        out.push_str("# HELP outpost_watch_cache_window_bytes Bytes of the objects the window's changes carry, by resource.\n# TYPE outpost_watch_cache_window_bytes gauge\n");
+        out.push_str("# HELP apiserver_watch_cache_window_bytes Bytes of the objects the window's changes carry, by resource.\n# TYPE apiserver_watch_cache_window_bytes gauge\n");
         for (resource, s) in &stats {
             let _ = writeln!(
                 out,
-                "outpost_watch_cache_window_bytes{{resource=\"{resource}\"}} {}",
+                "apiserver_watch_cache_window_bytes{{resource=\"{resource}\"}} {}",
                 s.window_bytes
             );
         }
-        out.push_str("# HELP outpost_watch_cache_objects_read_total Objects lists and gets looked at in the cache by resource (one install's when the index names it).\n# TYPE outpost_watch_cache_objects_read_total counter\n");
+        out.push_str("# HELP apiserver_watch_cache_objects_read_total Objects lists and gets looked at in the cache by resource (one index value's when the request pins it).\n# TYPE apiserver_watch_cache_objects_read_total counter\n");
         for (resource, s) in &stats {
             let _ = writeln!(
                 out,
-                "outpost_watch_cache_objects_read_total{{resource=\"{resource}\"}} {}",
+                "apiserver_watch_cache_objects_read_total{{resource=\"{resource}\"}} {}",
                 s.objects_read
             );
         }
-        out.push_str("# HELP outpost_watch_cache_watchers Watchers by resource, filed under one install (indexed) or of every change.\n# TYPE outpost_watch_cache_watchers gauge\n");
+        out.push_str("# HELP apiserver_watch_cache_watchers Watchers by resource, filed under one index value (indexed) or of every change.\n# TYPE apiserver_watch_cache_watchers gauge\n");
         for (resource, s) in &stats {
             let _ = writeln!(
                 out,
-                "outpost_watch_cache_watchers{{resource=\"{resource}\",filed=\"indexed\"}} {}",
+                "apiserver_watch_cache_watchers{{resource=\"{resource}\",filed=\"indexed\"}} {}",
                 s.indexed_watchers
             );
             let _ = writeln!(
                 out,
-                "outpost_watch_cache_watchers{{resource=\"{resource}\",filed=\"all\"}} {}",
+                "apiserver_watch_cache_watchers{{resource=\"{resource}\",filed=\"all\"}} {}",
                 s.other_watchers
             );
         }
         let _ = writeln!(
             out,
-            "# HELP outpost_watch_cache_synced_revision Every store change up to this revision is in the caches.\n# TYPE outpost_watch_cache_synced_revision gauge\noutpost_watch_cache_synced_revision {}",
+            "# HELP apiserver_watch_cache_synced_revision Every store change up to this revision is in the caches.\n# TYPE apiserver_watch_cache_synced_revision gauge\napiserver_watch_cache_synced_revision {}",
             state.progress.synced()
         );
         (

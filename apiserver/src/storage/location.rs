@@ -69,10 +69,10 @@ mod tests {
     #[test]
     fn parses_both_forms() {
         assert_eq!(
-            "embedded:/var/lib/outpost"
+            "embedded:/var/lib/apiserver"
                 .parse::<StoreLocation>()
                 .unwrap(),
-            StoreLocation::Embedded("/var/lib/outpost".into())
+            StoreLocation::Embedded("/var/lib/apiserver".into())
         );
         assert_eq!(
             "etcd://a:2379,b:2379".parse::<StoreLocation>().unwrap(),

@@ -11,10 +11,10 @@ fn now() -> jiff::Timestamp {
     "2024-06-01T12:00:00Z".parse().unwrap()
 }
 
-fn install(name: &str, phase: Option<&str>, created: &str) -> Value {
+fn widget(name: &str, phase: Option<&str>, created: &str) -> Value {
     let mut object = json!({
-        "apiVersion": "outpost.dev/v1alpha1",
-        "kind": "Install",
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
         "metadata": {"name": name, "namespace": "default", "creationTimestamp": created, "resourceVersion": "12"},
         "spec": {"app": "web", "replicas": 2, "paused": false, "ratio": 0.5},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
@@ -37,7 +37,7 @@ fn column(name: &str, type_: &str, json_path: &str, priority: i32) -> PrinterCol
 }
 
 fn with_columns() -> ResourceType {
-    let mut rt = ResourceType::schemaless("outpost.dev", "v1alpha1", "Install", "installs", true);
+    let mut rt = ResourceType::schemaless("example.com", "v1", "Widget", "widgets", true);
     rt.printer_columns = vec![
         column("Phase", "string", ".status.phase", 0),
         column(
@@ -135,10 +135,10 @@ fn wants_table_recognises_what_kubectl_sends() {
 
 #[test]
 fn without_printer_columns_columns_are_name_and_age() {
-    let rt = ResourceType::schemaless("outpost.dev", "v1alpha1", "Thing", "things", true);
+    let rt = ResourceType::schemaless("example.com", "v1", "Thing", "things", true);
     let t = table(
         &rt,
-        &[install("a", None, "2024-06-01T11:56:48Z")],
+        &[widget("a", None, "2024-06-01T11:56:48Z")],
         json!({"resourceVersion": "42"}),
         IncludeObject::Metadata,
         now(),
@@ -161,7 +161,7 @@ fn without_printer_columns_columns_are_name_and_age() {
         json!({
             "kind": "PartialObjectMetadata",
             "apiVersion": "meta.k8s.io/v1",
-            "metadata": install("a", None, "2024-06-01T11:56:48Z")["metadata"],
+            "metadata": widget("a", None, "2024-06-01T11:56:48Z")["metadata"],
         })
     );
 }
@@ -171,8 +171,8 @@ fn printer_columns_give_typed_cells() {
     let t = table(
         &with_columns(),
         &[
-            install("a", Some("Ready"), "2024-05-30T09:00:00Z"),
-            install("b", None, "2024-06-01T11:59:15Z"),
+            widget("a", Some("Ready"), "2024-05-30T09:00:00Z"),
+            widget("b", None, "2024-06-01T11:59:15Z"),
         ],
         json!({}),
         IncludeObject::None,
@@ -250,7 +250,7 @@ fn include_object_selects_the_row_object() {
             .as_u16(),
         400
     );
-    let object = install("a", None, "2024-06-01T11:00:00Z");
+    let object = widget("a", None, "2024-06-01T11:00:00Z");
     let t = table(
         &with_columns(),
         std::slice::from_ref(&object),
@@ -263,7 +263,7 @@ fn include_object_selects_the_row_object() {
 
 #[test]
 fn watch_tables_carry_one_row_and_headers_only_when_asked() {
-    let object = install("a", Some("Ready"), "2024-06-01T11:00:00Z");
+    let object = widget("a", Some("Ready"), "2024-06-01T11:00:00Z");
     let first = table_row_for_watch(
         &with_columns(),
         &object,

@@ -201,8 +201,8 @@ mod tests {
     #[test]
     fn a_key_routes_by_group_and_plural() {
         assert_eq!(
-            prefix_of("/registry/outpost.dev/plans/shop/p1"),
-            Some("/registry/outpost.dev/plans/")
+            prefix_of("/registry/example.com/widgets/shop/w1"),
+            Some("/registry/example.com/widgets/")
         );
         assert_eq!(
             prefix_of("/registry/core/namespaces/shop"),

@@ -8,14 +8,14 @@ use super::*;
 use crate::selectors::Selectable as _;
 use crate::storage::{EmbeddedOptions, EmbeddedStore, Store};
 
-const PLANS: &str = "/registry/outpost.dev/plans/shop/";
+const WIDGETS: &str = "/registry/example.com/widgets/shop/";
 
-fn plan(name: &str, install: &str) -> Bytes {
+fn widget(name: &str, tenant: &str) -> Bytes {
     serde_json::to_vec(&json!({
-        "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+        "apiVersion": "example.com/v1", "kind": "Widget",
         "metadata": {"name": name, "namespace": "shop",
-                     "labels": {"outpost.dev/install": install}},
-        "spec": {"install": install},
+                     "labels": {crate::testing::TENANT_LABEL: tenant}},
+        "spec": {"tenant": tenant},
     }))
     .unwrap()
     .into()
@@ -28,16 +28,16 @@ async fn started() -> (tempfile::TempDir, Arc<dyn Store>, CacheSet) {
             .await
             .unwrap(),
     );
-    let caches = CacheSet::start(store.clone(), &crate::registry::test_registry(), 1_000)
+    let caches = CacheSet::start(store.clone(), &crate::testing::test_registry(), 1_000)
         .await
         .unwrap();
     (dir, store, caches)
 }
 
-fn plans(caches: &CacheSet) -> Arc<WatchCache> {
+fn widgets(caches: &CacheSet) -> Arc<WatchCache> {
     caches
-        .cache("outpost.dev", "v1alpha1", "plans")
-        .expect("plans are served")
+        .cache("example.com", "v1", "widgets")
+        .expect("widgets are served")
 }
 
 async fn next(live: &mut LiveEvents) -> Arc<CachedEvent> {
@@ -48,18 +48,18 @@ async fn next(live: &mut LiveEvents) -> Arc<CachedEvent> {
 }
 
 #[tokio::test]
-async fn a_watcher_filed_under_an_install_gets_only_that_installs_changes() {
+async fn a_watcher_filed_under_a_tenant_gets_only_that_tenants_changes() {
     let (_dir, store, caches) = started().await;
-    let cache = plans(&caches);
+    let cache = widgets(&caches);
     let from = cache.revision();
     let mut of_a = cache.subscribe(from, Some("a")).unwrap().live;
     let mut every = cache.subscribe(from, None).unwrap().live;
     store
-        .create(&format!("{PLANS}p1"), plan("p1", "b"))
+        .create(&format!("{WIDGETS}p1"), widget("p1", "b"))
         .await
         .unwrap();
     let p2 = store
-        .create(&format!("{PLANS}p2"), plan("p2", "a"))
+        .create(&format!("{WIDGETS}p2"), widget("p2", "a"))
         .await
         .unwrap();
     let event = next(&mut of_a).await;
@@ -67,14 +67,14 @@ async fn a_watcher_filed_under_an_install_gets_only_that_installs_changes() {
     assert_eq!(event.event_type(), EventType::Added);
     assert_eq!(next(&mut every).await.object.field("metadata.name"), "p1");
     assert_eq!(next(&mut every).await.object.field("metadata.name"), "p2");
-    // Moving p2 to install b still reaches a's watcher (it must see it leave).
+    // Moving p2 to tenant b still reaches a's watcher (it must see it leave).
     store
-        .update(&format!("{PLANS}p2"), plan("p2", "b"), p2.mod_revision)
+        .update(&format!("{WIDGETS}p2"), widget("p2", "b"), p2.mod_revision)
         .await
         .unwrap();
     let moved = next(&mut of_a).await;
-    assert_eq!(moved.prev.as_ref().unwrap().field("spec.install"), "a");
-    assert_eq!(moved.object.field("spec.install"), "b");
+    assert_eq!(moved.prev.as_ref().unwrap().field("spec.tenant"), "a");
+    assert_eq!(moved.object.field("spec.tenant"), "b");
     let stats = cache.stats();
     assert_eq!((stats.indexed_watchers, stats.other_watchers), (1, 1));
     drop(of_a);
@@ -86,19 +86,19 @@ async fn a_watcher_filed_under_an_install_gets_only_that_installs_changes() {
 }
 
 #[tokio::test]
-async fn lists_by_install_are_consistent_with_the_store() {
+async fn lists_by_tenant_are_consistent_with_the_store() {
     let (_dir, store, caches) = started().await;
-    for (name, install) in [("p1", "a"), ("p2", "b"), ("p3", "a")] {
+    for (name, tenant) in [("p1", "a"), ("p2", "b"), ("p3", "a")] {
         store
-            .create(&format!("{PLANS}{name}"), plan(name, install))
+            .create(&format!("{WIDGETS}{name}"), widget(name, tenant))
             .await
             .unwrap();
     }
     // A write to another type moves the store on; the caches follow it too.
     let last = store
         .create(
-            "/registry/outpost.dev/installs/shop/a",
-            Bytes::from_static(b"{\"metadata\":{\"name\":\"a\",\"namespace\":\"shop\"}}"),
+            "/registry/example.com/tenants/a",
+            Bytes::from_static(b"{\"metadata\":{\"name\":\"a\"}}"),
         )
         .await
         .unwrap();
@@ -108,7 +108,7 @@ async fn lists_by_install_are_consistent_with_the_store() {
             .wait_for(last.mod_revision, Duration::from_secs(10))
             .await
     );
-    let cache = plans(&caches);
+    let cache = widgets(&caches);
     let snapshot = cache.list(Some("shop"), Some("a"), |_| true);
     let names: Vec<_> = snapshot
         .objects
@@ -131,8 +131,8 @@ async fn lists_by_install_are_consistent_with_the_store() {
 
 #[tokio::test]
 async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() {
-    let rt = crate::registry::test_registry()
-        .get("outpost.dev", "v1alpha1", "plans")
+    let rt = crate::testing::test_registry()
+        .get("example.com", "v1", "widgets")
         .unwrap();
     let progress = Arc::new(Progress::for_tests());
     let cache = WatchCache::new(rt, QUEUE * 2, progress);
@@ -142,8 +142,8 @@ async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() 
         let revision = i as Revision;
         cache.apply(WatchEvent::Put {
             kv: KeyValue {
-                key: format!("{PLANS}p{i}"),
-                value: plan(&format!("p{i}"), "a"),
+                key: format!("{WIDGETS}p{i}"),
+                value: widget(&format!("p{i}"), "a"),
                 create_revision: revision,
                 mod_revision: revision,
                 version: 1,
@@ -177,8 +177,8 @@ async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() 
     for i in 1..=20 {
         small.apply(WatchEvent::Put {
             kv: KeyValue {
-                key: format!("{PLANS}q{i}"),
-                value: plan(&format!("q{i}"), "a"),
+                key: format!("{WIDGETS}q{i}"),
+                value: widget(&format!("q{i}"), "a"),
                 create_revision: i,
                 mod_revision: i,
                 version: 1,

@@ -221,7 +221,7 @@ impl ControlPlane {
     }
 
     /// Store writes the API server made so far, by (operation, resource), from its
-    /// `/metrics` (`outpost_store_writes_total`).
+    /// `/metrics` (`apiserver_store_writes_total`).
     pub async fn store_writes(
         &self,
         admin: &kube_client::Client,
@@ -234,8 +234,8 @@ impl ControlPlane {
     pub async fn cache_bytes(&self, admin: &kube_client::Client) -> anyhow::Result<CacheBytes> {
         let text = metrics(admin).await?;
         Ok(CacheBytes {
-            objects: by_resource(&text, "outpost_watch_cache_bytes"),
-            windows: by_resource(&text, "outpost_watch_cache_window_bytes"),
+            objects: by_resource(&text, "apiserver_watch_cache_bytes"),
+            windows: by_resource(&text, "apiserver_watch_cache_window_bytes"),
         })
     }
 
@@ -326,12 +326,12 @@ fn by_resource(text: &str, name: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// `outpost_store_writes_total{operation="create",resource="plans",result="ok"} 12`
+/// `apiserver_store_writes_total{operation="create",resource="plans",result="ok"} 12`
 /// lines, the successful ones, by (operation, resource).
 fn parse_writes(text: &str) -> BTreeMap<(String, String), u64> {
     let mut writes = BTreeMap::new();
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("outpost_store_writes_total{") else {
+        let Some(rest) = line.strip_prefix("apiserver_store_writes_total{") else {
             continue;
         };
         let Some((labels, value)) = rest.split_once("} ") else {
@@ -364,9 +364,9 @@ mod tests {
     #[test]
     fn store_writes_are_read_from_the_metrics_text() {
         let text = "# HELP x\n\
-            outpost_store_writes_total{operation=\"create\",resource=\"plans\",result=\"ok\"} 12\n\
-            outpost_store_writes_total{operation=\"create\",resource=\"plans\",result=\"refused\"} 3\n\
-            outpost_store_writes_total{operation=\"update\",resource=\"installs\",result=\"ok\"} 7\n";
+            apiserver_store_writes_total{operation=\"create\",resource=\"plans\",result=\"ok\"} 12\n\
+            apiserver_store_writes_total{operation=\"create\",resource=\"plans\",result=\"refused\"} 3\n\
+            apiserver_store_writes_total{operation=\"update\",resource=\"installs\",result=\"ok\"} 7\n";
         let writes = parse_writes(text);
         assert_eq!(writes.len(), 2);
         assert_eq!(writes[&("create".into(), "plans".into())], 12);

@@ -296,7 +296,7 @@ async fn discovery_openapi_version_and_metrics(backend: Backend) {
     assert!(
         metrics
             .text
-            .contains("outpost_store_request_duration_seconds")
+            .contains("apiserver_store_request_duration_seconds")
     );
 }
 

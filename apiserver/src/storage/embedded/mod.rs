@@ -88,7 +88,7 @@ impl EmbeddedStore {
         let thread = {
             let (shared, events) = (shared.clone(), events.clone());
             std::thread::Builder::new()
-                .name("outpost-store-writer".into())
+                .name("embedded-store-writer".into())
                 .spawn(move || writer::run(shared, requests, events, options.history.max(1)))
                 .map_err(StoreError::backend)?
         };
