@@ -173,15 +173,7 @@ async fn stalled_headers_are_closed_and_runners_keep_watching() {
         .await
         .expect("the runner's watch is served")
         .boxed();
-    let created = cp
-        .raw(
-            Some(&cp.admin_token),
-            "POST",
-            &format!("{API}/plans"),
-            &[("content-type", "application/json")],
-            plan_body("after-the-flood", "acme"),
-        )
-        .await;
+    let created = create_plan(&cp, "after-the-flood").await;
     assert_eq!(created.status, 201, "{}", created.text);
     let delivered = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(event) = watch.next().await {
@@ -231,6 +223,15 @@ async fn stalled_headers_are_closed_and_runners_keep_watching() {
 }
 
 /// The value of a gauge or counter line of `/metrics`.
+/// `POST`s Plan `name` of install acme as the admin.
+async fn create_plan(cp: &ControlPlane, name: &str) -> Reply {
+    let json = [("content-type", "application/json")];
+    let admin = Some(cp.admin_token.as_str());
+    let body = plan_body(name, "acme");
+    cp.raw(admin, "POST", &format!("{API}/plans"), &json, body)
+        .await
+}
+
 async fn metric(cp: &ControlPlane, line_start: &str) -> Option<u64> {
     let metrics = cp
         .raw(Some(&cp.admin_token), "GET", "/metrics", &[], "")
@@ -269,7 +270,6 @@ async fn in_flight_and_watch_limits_answer_429() {
         .ok(&["apply", "-f", manifests().to_str().unwrap()]);
     let tls = connector(&cp);
     let admin = Some(cp.admin_token.as_str());
-    let json = [("content-type", "application/json")];
 
     // A create whose body arrives slowly holds the one mutating slot.
     let body = plan_body("slow", "acme");
@@ -289,15 +289,7 @@ async fn in_flight_and_watch_limits_answer_429() {
     })
     .await;
 
-    let refused = cp
-        .raw(
-            admin,
-            "POST",
-            &format!("{API}/plans"),
-            &json,
-            plan_body("second", "acme"),
-        )
-        .await;
+    let refused = create_plan(&cp, "second").await;
     expect_too_many(&refused, "a create while the slot is held");
     // Reads have their own limit: they are still answered.
     let read = cp.raw(admin, "GET", &format!("{API}/plans"), &[], "").await;
@@ -316,15 +308,7 @@ async fn in_flight_and_watch_limits_answer_429() {
     assert_eq!(&answer, b"HTTP/1.1 201", "the slow create succeeds");
     drop(slow);
     let second = eventually(10, "a create once the slot is free", async || {
-        let reply = cp
-            .raw(
-                admin,
-                "POST",
-                &format!("{API}/plans"),
-                &json,
-                plan_body("second", "acme"),
-            )
-            .await;
+        let reply = create_plan(&cp, "second").await;
         (reply.status != 429).then_some(reply)
     })
     .await;
@@ -440,15 +424,7 @@ async fn silent_connections_are_closed_but_watches_are_not() {
     );
 
     // The watch, open longer than the idle timeout, still delivers.
-    let created = cp
-        .raw(
-            Some(&cp.admin_token),
-            "POST",
-            &format!("{API}/plans"),
-            &[("content-type", "application/json")],
-            plan_body("after-idle", "acme"),
-        )
-        .await;
+    let created = create_plan(&cp, "after-idle").await;
     assert_eq!(created.status, 201, "{}", created.text);
     let delivered = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(event) = watch.next().await {

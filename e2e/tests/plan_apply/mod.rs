@@ -111,6 +111,19 @@ impl Runner {
         ready_plan(&self.plans, INSTALL, name, entity, desired, verdicts).await;
     }
 
+    /// [`Self::ready`], then Plan `name` once it is in `phase` ([`Self::reaches`]).
+    async fn ready_until(
+        &self,
+        name: &str,
+        entity: &str,
+        desired: Value,
+        verdicts: Value,
+        phase: PlanPhase,
+    ) -> Plan {
+        self.ready(name, entity, desired, verdicts).await;
+        self.reaches(name, phase, |_| true).await
+    }
+
     /// Creates Plan `name` for component `entity` and leaves it `Pending` (no gate runs
     /// in these tests, so the runner never sees it).
     async fn pending(&self, name: &str, entity: &str, desired: Value) {

@@ -22,16 +22,14 @@ async fn approve_policies_make_an_approve_all_install_wait_for_a_person() {
         )
         .await;
     assert_eq!(reply.status, 201, "{}", reply.text);
-    runner
-        .ready(
+    let waiting = runner
+        .ready_until(
             "thing-1",
             "thing",
             terraform_component(&source, None),
             json!([]),
+            PlanPhase::AwaitingApproval,
         )
-        .await;
-    let waiting = runner
-        .reaches("thing-1", PlanPhase::AwaitingApproval, |_| true)
         .await;
     let verdict = diff(&waiting)
         .verdicts
@@ -69,15 +67,13 @@ async fn approve_policies_make_an_approve_all_install_wait_for_a_person() {
                                 "denied": false, "approvalRequired": true,
                                 "messages": ["a person approves every deploy"]}]);
     runner
-        .ready(
+        .ready_until(
             "other-1",
             "other",
             terraform_component(&source, None),
             gate_verdict,
+            PlanPhase::AwaitingApproval,
         )
-        .await;
-    runner
-        .reaches("other-1", PlanPhase::AwaitingApproval, |_| true)
         .await;
     assert_eq!(thing_input(&runner.module_dir("other")), None);
 }
@@ -129,15 +125,15 @@ async fn local_policies_and_the_provider_allow_list_stop_a_plan_before_terraform
 
     // Denied by the customer's local policy on the static configuration: Failed with
     // the policy's message, and neither `terraform init` nor the provider ran.
-    runner
-        .ready(
+    let denied = runner
+        .ready_until(
             "evil-1",
             "evil",
             inline_module(EVIL_MODULE, None),
             json!([]),
+            PlanPhase::Failed,
         )
         .await;
-    let denied = runner.reaches("evil-1", PlanPhase::Failed, |_| true).await;
     assert!(
         message(&denied).contains(
             "denied by local policy local/customer-providers: provider \
@@ -152,15 +148,15 @@ async fn local_policies_and_the_provider_allow_list_stop_a_plan_before_terraform
 
     // A provider the runner's allow-list does not name: refused the same way, by name.
     let unlisted = EVIL_MODULE.replace("acme/evil", "acme/unlisted");
-    runner
-        .ready(
+    let refused = runner
+        .ready_until(
             "other-1",
             "other",
             inline_module(&unlisted, None),
             json!([]),
+            PlanPhase::Failed,
         )
         .await;
-    let refused = runner.reaches("other-1", PlanPhase::Failed, |_| true).await;
     assert!(
         message(&refused).contains(
             "needs provider registry.terraform.io/acme/unlisted which the runner's allow-list"
@@ -171,16 +167,14 @@ async fn local_policies_and_the_provider_allow_list_stop_a_plan_before_terraform
     assert!(!runner.module_dir("other").join(".terraform").exists());
 
     // An allowed provider the policy accepts runs end to end in the sandbox.
-    runner
-        .ready(
+    let done = runner
+        .ready_until(
             "marked-1",
             "marked",
             inline_module(&aws_module("acme/marked"), None),
             json!([]),
+            PlanPhase::Succeeded,
         )
-        .await;
-    let done = runner
-        .reaches("marked-1", PlanPhase::Succeeded, |_| true)
         .await;
     let outputs = &done.status.as_ref().unwrap().outputs;
     assert_eq!(outputs.get("partition"), Some(&json!("aws")), "{outputs:?}");
@@ -189,15 +183,15 @@ async fn local_policies_and_the_provider_allow_list_stop_a_plan_before_terraform
     // The control: without the policy, the same module's provider does run (and fails
     // the Plan, being no provider), writing the marker the first Plan did not.
     std::fs::remove_file(policies.join("customer-providers.rego")).unwrap();
-    runner
-        .ready(
+    let ran = runner
+        .ready_until(
             "evil-2",
             "evil",
             inline_module(EVIL_MODULE, None),
             json!([]),
+            PlanPhase::Failed,
         )
         .await;
-    let ran = runner.reaches("evil-2", PlanPhase::Failed, |_| true).await;
     assert!(message(&ran).contains("terraform plan"), "{:?}", ran.status);
     assert!(marker_lines(&evil) > 0, "the provider ran once allowed");
 }
@@ -227,15 +221,13 @@ async fn a_local_policy_stops_a_drift_refresh_before_its_provider_runs() {
     let reports = Api::<DriftReport>::namespaced(runner.cp.client().await, "default");
     let module = runner.module_dir("marked");
     runner
-        .ready(
+        .ready_until(
             "marked-1",
             "marked",
             inline_module(&aws_module("acme/marked"), Some(1)),
             json!([]),
+            PlanPhase::Succeeded,
         )
-        .await;
-    runner
-        .reaches("marked-1", PlanPhase::Succeeded, |_| true)
         .await;
 
     // Drift checks run the provider (a refresh-only plan) and report.

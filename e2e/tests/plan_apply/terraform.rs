@@ -10,16 +10,14 @@ async fn terraform_plans_first_applies_the_approved_plan_and_asks_again_when_sta
     let work = runner.module_dir("thing");
 
     // Planned, shown, waiting: nothing applied yet.
-    runner
-        .ready(
+    let waiting = runner
+        .ready_until(
             "thing-1",
             "thing",
             terraform_component(&source, None),
             json!([]),
+            PlanPhase::AwaitingApproval,
         )
-        .await;
-    let waiting = runner
-        .reaches("thing-1", PlanPhase::AwaitingApproval, |_| true)
         .await;
     let shown = diff(&waiting);
     assert_eq!(shown.summary, "1 to add, 0 to change, 0 to destroy");
@@ -47,16 +45,14 @@ async fn terraform_plans_first_applies_the_approved_plan_and_asks_again_when_sta
     // (c) The same deploy again changes nothing: Succeeded, NoChanges, not asked, not
     // applied (the state is not written).
     let serial = state_serial(&work);
-    runner
-        .ready(
+    let noop = runner
+        .ready_until(
             "thing-2",
             "thing",
             terraform_component(&source, None),
             json!([]),
+            PlanPhase::Succeeded,
         )
-        .await;
-    let noop = runner
-        .reaches("thing-2", PlanPhase::Succeeded, |_| true)
         .await;
     assert_eq!(reason(&noop).as_deref(), Some("NoChanges"));
     assert_eq!(diff(&noop).summary, "0 to add, 0 to change, 0 to destroy");
@@ -65,16 +61,14 @@ async fn terraform_plans_first_applies_the_approved_plan_and_asks_again_when_sta
 
     // A change, approved only after the state moved out of band: terraform refuses the
     // stale saved plan, and the runner plans again and asks again.
-    runner
-        .ready(
+    let waiting = runner
+        .ready_until(
             "thing-3",
             "thing",
             terraform_component(&source, Some("two")),
             json!([]),
+            PlanPhase::AwaitingApproval,
         )
-        .await;
-    let waiting = runner
-        .reaches("thing-3", PlanPhase::AwaitingApproval, |_| true)
         .await;
     let first = diff(&waiting);
     assert_eq!(first.resources[0].address, "terraform_data.thing");
