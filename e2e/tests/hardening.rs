@@ -21,19 +21,6 @@ const MERGE: [(&str, &str); 1] = [("content-type", "application/merge-patch+json
 const JSON_PATCH: [(&str, &str); 1] = [("content-type", "application/json-patch+json")];
 const APPLY: [(&str, &str); 1] = [("content-type", "application/apply-patch+yaml")];
 
-/// Asserts a Kubernetes `Status` answer: code, reason, and the start of the message.
-fn status(reply: &Reply, code: u16, reason: &str, message: &str) {
-    assert_eq!(reply.status, code, "{}", reply.text);
-    assert_eq!(reply.json["kind"], "Status", "{}", reply.text);
-    assert_eq!(reply.json["code"], code, "{}", reply.text);
-    assert_eq!(reply.json["reason"], reason, "{}", reply.text);
-    let got = reply.json["message"].as_str().unwrap_or_default();
-    assert!(
-        got.starts_with(message),
-        "message {got:?}, expected {message:?}"
-    );
-}
-
 async fn get(cp: &ControlPlane, path: &str) -> Reply {
     cp.raw(Some(&cp.admin_token), "GET", path, &[], "").await
 }
@@ -66,8 +53,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
     let body =
         json!({"spec": {"inputs": {"extra_labels": "x".repeat(3 * 1024 * 1024)}}}).to_string();
     let reply = admin(&cp, "PATCH", &acme, &MERGE, body).await;
-    status(
-        &reply,
+    reply.assert_status(
         413,
         "RequestEntityTooLarge",
         "Request entity too large: limit is 3145728",
@@ -86,7 +72,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
         json!({"spec": {"inputs": {"extra_labels": big}}}).to_string(),
     )
     .await;
-    status(&reply, 413, "RequestEntityTooLarge", too_large);
+    reply.assert_status(413, "RequestEntityTooLarge", too_large);
     assert!(
         reply.json["message"]
             .as_str()
@@ -106,11 +92,11 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
         applied.to_string(),
     )
     .await;
-    status(&reply, 413, "RequestEntityTooLarge", too_large);
+    reply.assert_status(413, "RequestEntityTooLarge", too_large);
     let mut put = before.json.clone();
     put["spec"]["inputs"]["extra_labels"] = json!(big);
     let reply = admin(&cp, "PUT", &acme, &JSON, put.to_string()).await;
-    status(&reply, 413, "RequestEntityTooLarge", too_large);
+    reply.assert_status(413, "RequestEntityTooLarge", too_large);
     unchanged().await;
     // An apply that would create a too large object creates nothing.
     let mut spec = before.json["spec"].clone();
@@ -125,8 +111,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
         huge.to_string(),
     )
     .await;
-    status(
-        &reply,
+    reply.assert_status(
         413,
         "RequestEntityTooLarge",
         "installs.outpost.dev \"huge\" is too large: ",
@@ -145,12 +130,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
     let started = Instant::now();
     let reply = admin(&cp, "PATCH", &acme, &JSON_PATCH, body).await;
     eprintln!("doubling JSON patch refused in {:?}", started.elapsed());
-    status(
-        &reply,
-        422,
-        "Invalid",
-        "Install.outpost.dev \"acme\" is invalid: ",
-    );
+    reply.assert_status(422, "Invalid", "Install.outpost.dev \"acme\" is invalid: ");
     let cause = &reply.json["details"]["causes"][0];
     assert!(
         cause["message"]
@@ -170,12 +150,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
     }
     let ops = json!([{"op": "add", "path": "/spec/inputs/deep", "value": deep}]);
     let reply = admin(&cp, "PATCH", &acme, &JSON_PATCH, ops.to_string()).await;
-    status(
-        &reply,
-        422,
-        "Invalid",
-        "Install.outpost.dev \"acme\" is invalid: ",
-    );
+    reply.assert_status(422, "Invalid", "Install.outpost.dev \"acme\" is invalid: ");
     assert_eq!(
         reply.json["details"]["causes"][0]["field"], "spec.inputs.deep",
         "{}",
@@ -202,12 +177,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
         serde_json::to_vec(&ops).unwrap(),
     )
     .await;
-    status(
-        &reply,
-        422,
-        "Invalid",
-        "Install.outpost.dev \"acme\" is invalid: ",
-    );
+    reply.assert_status(422, "Invalid", "Install.outpost.dev \"acme\" is invalid: ");
     unchanged().await;
 
     // More than 10,000 JSON patch operations: 413 with kube's message.
@@ -220,8 +190,7 @@ async fn limits_refuse_and_leave_the_store_unchanged(backend: Backend) {
         serde_json::to_vec(&ops).unwrap(),
     )
     .await;
-    status(
-        &reply,
+    reply.assert_status(
         413,
         "RequestEntityTooLarge",
         "The allowed maximum operations in a JSON patch is 10000, got 10001",
@@ -254,7 +223,7 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
         policy("pb").to_string(),
     )
     .await;
-    status(&reply, 400, "BadRequest", mismatch);
+    reply.assert_status(400, "BadRequest", mismatch);
     for name in ["pa", "pb"] {
         assert_eq!(
             get(&cp, &format!("{policies}/{name}")).await.status,
@@ -271,9 +240,9 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
     let mut renamed = before.clone();
     renamed["metadata"]["name"] = json!("pb");
     let reply = admin(&cp, "PUT", &pa, &JSON, renamed.to_string()).await;
-    status(&reply, 400, "BadRequest", mismatch);
+    reply.assert_status(400, "BadRequest", mismatch);
     let reply = admin(&cp, "PATCH", &pa, &MERGE, r#"{"metadata":{"name":"pb"}}"#).await;
-    status(&reply, 400, "BadRequest", mismatch);
+    reply.assert_status(400, "BadRequest", mismatch);
     let reply = admin(
         &cp,
         "PATCH",
@@ -282,7 +251,7 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
         r#"[{"op":"replace","path":"/metadata/name","value":"pb"}]"#,
     )
     .await;
-    status(&reply, 400, "BadRequest", mismatch);
+    reply.assert_status(400, "BadRequest", mismatch);
     let reply = admin(
         &cp,
         "PATCH",
@@ -291,13 +260,12 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
         policy("pb").to_string(),
     )
     .await;
-    status(&reply, 400, "BadRequest", mismatch);
+    reply.assert_status(400, "BadRequest", mismatch);
     // And moved to another namespace by PUT.
     let mut moved = before.clone();
     moved["metadata"]["namespace"] = json!("other");
     let reply = admin(&cp, "PUT", &pa, &JSON, moved.to_string()).await;
-    status(
-        &reply,
+    reply.assert_status(
         400,
         "BadRequest",
         "the namespace of the object (other) does not match the namespace on the URL (default)",
@@ -308,8 +276,7 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
     // Namespaces are DNS-1123 labels: 422 on create and on apply-create.
     let bad_ns = "/apis/outpost.dev/v1alpha1/namespaces/Bad_NS/policies";
     let reply = admin(&cp, "POST", bad_ns, &JSON, policy("pc").to_string()).await;
-    status(
-        &reply,
+    reply.assert_status(
         422,
         "Invalid",
         "Policy.outpost.dev \"pc\" is invalid: metadata.namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label",
@@ -326,8 +293,7 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
         policy("pc").to_string(),
     )
     .await;
-    status(
-        &reply,
+    reply.assert_status(
         422,
         "Invalid",
         "Policy.outpost.dev \"pc\" is invalid: metadata.namespace",
@@ -344,8 +310,7 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
         policy("Bad_Name").to_string(),
     )
     .await;
-    status(
-        &reply,
+    reply.assert_status(
         422,
         "Invalid",
         "Policy.outpost.dev \"Bad_Name\" is invalid: metadata.name",
@@ -358,8 +323,7 @@ async fn names_match_the_url_and_are_dns_names(backend: Backend) {
         policy("Bad_Name").to_string(),
     )
     .await;
-    status(
-        &reply,
+    reply.assert_status(
         422,
         "Invalid",
         "Policy.outpost.dev \"Bad_Name\" is invalid: metadata.name",
@@ -382,8 +346,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     // Admins cannot write the log: only the runner token of the install appends to it.
     let admin_token = Some(cp.admin_token.as_str());
     let reply = append(admin_token, audit_event_body("acme", 0, None, "acme-0")).await;
-    status(
-        &reply,
+    reply.assert_status(
         403,
         "Forbidden",
         "auditevents.outpost.dev is forbidden: User \"admin\" cannot create resource \"auditevents\"",
@@ -403,15 +366,13 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     let first = audit_event_hash("acme", 0);
     // Another install's token, for acme's chain: 403; acme's token for globex's: 403.
     let reply = append(globex, audit_event_body("acme", 1, Some(&first), "acme-1")).await;
-    status(
-        &reply,
+    reply.assert_status(
         403,
         "Forbidden",
         "auditevents.outpost.dev is forbidden: User \"system:runner:default:globex\"",
     );
     let reply = append(acme, audit_event_body("globex", 0, None, "globex-0")).await;
-    status(
-        &reply,
+    reply.assert_status(
         403,
         "Forbidden",
         "auditevents.outpost.dev is forbidden: User \"system:runner:default:acme\"",
@@ -419,16 +380,14 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     // Out of sequence: a gap, a wrong link, a taken sequence, a name that is not
     // <install>-<sequence>.
     let reply = append(acme, audit_event_body("acme", 5, Some(&first), "acme-5")).await;
-    status(
-        &reply,
+    reply.assert_status(
         409,
         "Conflict",
         "Operation cannot be fulfilled on auditevents.outpost.dev \"acme-5\": sequence 5 is not the next of install \"acme\"'s audit log: event acme-4 is not stored",
     );
     let wrong = audit_event_hash("other", 0);
     let reply = append(acme, audit_event_body("acme", 1, Some(&wrong), "acme-1")).await;
-    status(
-        &reply,
+    reply.assert_status(
         409,
         "Conflict",
         "Operation cannot be fulfilled on auditevents.outpost.dev \"acme-1\": spec.previousHash",
@@ -437,15 +396,13 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         serde_json::from_str(&audit_event_body("acme", 0, None, "acme-0")).unwrap();
     again["spec"]["type"] = json!("apply");
     let reply = append(acme, again.to_string()).await;
-    status(
-        &reply,
+    reply.assert_status(
         409,
         "AlreadyExists",
         "auditevents.outpost.dev \"acme-0\" already exists",
     );
     let reply = append(acme, audit_event_body("acme", 1, Some(&first), "renamed")).await;
-    status(
-        &reply,
+    reply.assert_status(
         422,
         "Invalid",
         "AuditEvent.outpost.dev \"renamed\" is invalid: metadata.name",
@@ -473,9 +430,9 @@ async fn the_audit_log_is_append_only(backend: Backend) {
     let stored = get(&cp, &one).await.json;
     let append_only = "auditevents.outpost.dev \"acme-0\" cannot be changed or deleted: the audit log is append-only";
     let reply = admin(&cp, "DELETE", &one, &[], "").await;
-    status(&reply, 405, "MethodNotAllowed", append_only);
+    reply.assert_status(405, "MethodNotAllowed", append_only);
     let reply = admin(&cp, "PATCH", &one, &MERGE, r#"{"spec":{"type":"apply"}}"#).await;
-    status(&reply, 405, "MethodNotAllowed", append_only);
+    reply.assert_status(405, "MethodNotAllowed", append_only);
     let reply = admin(
         &cp,
         "PATCH",
@@ -484,7 +441,7 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         r#"[{"op":"remove","path":"/spec/signature"}]"#,
     )
     .await;
-    status(&reply, 405, "MethodNotAllowed", append_only);
+    reply.assert_status(405, "MethodNotAllowed", append_only);
     let reply = admin(
         &cp,
         "PATCH",
@@ -493,14 +450,13 @@ async fn the_audit_log_is_append_only(backend: Backend) {
         audit_event_body("acme", 0, None, "acme-0"),
     )
     .await;
-    status(&reply, 405, "MethodNotAllowed", append_only);
+    reply.assert_status(405, "MethodNotAllowed", append_only);
     let mut put = stored.clone();
     put["spec"]["type"] = json!("apply");
     let reply = admin(&cp, "PUT", &one, &JSON, put.to_string()).await;
-    status(&reply, 405, "MethodNotAllowed", append_only);
+    reply.assert_status(405, "MethodNotAllowed", append_only);
     let reply = admin(&cp, "DELETE", &events, &[], "").await;
-    status(
-        &reply,
+    reply.assert_status(
         405,
         "MethodNotAllowed",
         "auditevents.outpost.dev \"\" cannot be changed or deleted: the audit log is append-only",

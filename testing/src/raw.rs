@@ -25,6 +25,20 @@ impl Reply {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// Asserts a Kubernetes `Status` answer: HTTP `code` (also the body's `code`),
+    /// `reason`, and a message starting with `message`.
+    pub fn assert_status(&self, code: u16, reason: &str, message: &str) {
+        assert_eq!(self.status, code, "{}", self.text);
+        assert_eq!(self.json["kind"], "Status", "{}", self.text);
+        assert_eq!(self.json["code"], code, "{}", self.text);
+        assert_eq!(self.json["reason"], reason, "{}", self.text);
+        let got = self.json["message"].as_str().unwrap_or_default();
+        assert!(
+            got.starts_with(message),
+            "message {got:?}, expected {message:?}"
+        );
+    }
+
     /// The `metadata.name` of each item of a list answer, in order; panics if the body is
     /// not a list of named objects.
     pub fn item_names(&self) -> Vec<&str> {

@@ -18,12 +18,7 @@ async fn bad_input_gets_the_right_status_and_nothing_is_stored(backend: Backend)
     let reply = cp
         .raw(admin, "POST", &strict, &[JSON], unknown.to_string())
         .await;
-    assert_eq!(
-        (reply.status, reply.json["reason"].as_str()),
-        (400, Some("BadRequest")),
-        "{}",
-        reply.text
-    );
+    reply.assert_status(400, "BadRequest", "");
     assert!(
         reply.json["message"]
             .as_str()
@@ -38,12 +33,7 @@ async fn bad_input_gets_the_right_status_and_nothing_is_stored(backend: Backend)
     let reply = cp
         .raw(admin, "POST", INSTALLS, &[JSON], wrong_type.to_string())
         .await;
-    assert_eq!(
-        (reply.status, reply.json["reason"].as_str()),
-        (422, Some("Invalid")),
-        "{}",
-        reply.text
-    );
+    reply.assert_status(422, "Invalid", "");
     let causes = reply.json["details"]["causes"].as_array().expect("causes");
     assert!(
         causes.iter().any(|c| c["field"] == "spec.cloud.region"),
@@ -101,12 +91,7 @@ async fn bad_input_gets_the_right_status_and_nothing_is_stored(backend: Backend)
     let reply = cp
         .raw(admin, "POST", INSTALLS, &[JSON], huge.to_string())
         .await;
-    assert_eq!(
-        (reply.status, reply.json["reason"].as_str()),
-        (413, Some("RequestEntityTooLarge")),
-        "{}",
-        reply.text
-    );
+    reply.assert_status(413, "RequestEntityTooLarge", "");
 
     let reply = cp
         .patch(
@@ -130,10 +115,7 @@ async fn bad_input_gets_the_right_status_and_nothing_is_stored(backend: Backend)
             install("once").to_string(),
         )
         .await;
-    assert_eq!(
-        (reply.status, reply.json["reason"].as_str()),
-        (409, Some("AlreadyExists"))
-    );
+    reply.assert_status(409, "AlreadyExists", "");
     assert_eq!(
         reply.json["message"],
         r#"installs.outpost.dev "once" already exists"#
@@ -150,10 +132,7 @@ async fn bad_input_gets_the_right_status_and_nothing_is_stored(backend: Backend)
 async fn tokens_authenticate_and_groups_authorize(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let reply = cp.raw(None, "GET", INSTALLS, &[], "").await;
-    assert_eq!(
-        (reply.status, reply.json["reason"].as_str()),
-        (401, Some("Unauthorized"))
-    );
+    reply.assert_status(401, "Unauthorized", "");
     let reply = cp.raw(Some("not-a-token"), "GET", INSTALLS, &[], "").await;
     assert_eq!(reply.status, 401);
     for open in ["/healthz", "/readyz", "/livez", "/version"] {
@@ -174,10 +153,7 @@ async fn tokens_authenticate_and_groups_authorize(backend: Backend) {
     let reply = cp
         .raw(viewer, "DELETE", &format!("{INSTALLS}/a"), &[], "")
         .await;
-    assert_eq!(
-        (reply.status, reply.json["reason"].as_str()),
-        (403, Some("Forbidden"))
-    );
+    reply.assert_status(403, "Forbidden", "");
     assert_eq!(
         reply.json["message"],
         r#"installs.outpost.dev "a" is forbidden: User "viewer" cannot delete resource "installs" in API group "outpost.dev" in the namespace "default""#
