@@ -145,30 +145,6 @@ impl TokenSource {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_token_is_trimmed_and_must_be_one_printable_word() {
-        assert_eq!(
-            RunnerToken::parse("opr_shop_acme_0123\n").unwrap().expose(),
-            "opr_shop_acme_0123"
-        );
-        for bad in ["", " \n", "opr_a b", "opr_\u{7f}x", "opr_é"] {
-            assert!(RunnerToken::parse(bad).is_none(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn debug_hides_the_token() {
-        let token = RunnerToken::parse("opr_shop_acme_secret").unwrap();
-        assert_eq!(format!("{token:?}"), "RunnerToken(***)");
-        let source = TokenSource::Environment(token);
-        assert!(!format!("{source:?}").contains("secret"));
-    }
-}
-
 /// Mints a new runner token for install `namespace/install` with an admin's `client`
 /// (`outpost token`, `outpost up`, the benchmarks): `POST
 /// /apis/outpost.dev/v1alpha1/namespaces/NS/installs/NAME/token`, which rotates any
@@ -230,4 +206,28 @@ pub enum MintError {
         /// NAMESPACE/NAME.
         install: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_trimmed_and_must_be_one_printable_word() {
+        assert_eq!(
+            RunnerToken::parse("opr_shop_acme_0123\n").unwrap().expose(),
+            "opr_shop_acme_0123"
+        );
+        for bad in ["", " \n", "opr_a b", "opr_\u{7f}x", "opr_é"] {
+            assert!(RunnerToken::parse(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn debug_hides_the_token() {
+        let token = RunnerToken::parse("opr_shop_acme_secret").unwrap();
+        assert_eq!(format!("{token:?}"), "RunnerToken(***)");
+        let source = TokenSource::Environment(token);
+        assert!(!format!("{source:?}").contains("secret"));
+    }
 }
