@@ -5,7 +5,8 @@
 //! * unset or `0`, or `sendInitialEvents=true`: synthetic `ADDED` events for the current
 //!   objects first (then, with `sendInitialEvents`, a BOOKMARK annotated
 //!   `k8s.io/initial-events-end`), then changes;
-//! * `allowWatchBookmarks`: periodic BOOKMARKs; `timeoutSeconds`: the server ends it.
+//! * `allowWatchBookmarks`: periodic BOOKMARKs at the watch cache's progress, and one
+//!   when the watch ends; `timeoutSeconds`: the server ends it.
 //!
 //! With selectors, an object that starts matching arrives as `ADDED` and one that stops
 //! matching as `DELETED`, as kube-apiserver does.
@@ -101,12 +102,43 @@ impl View {
     }
 }
 
+/// Sends the changes queued for the watcher, then a BOOKMARK at the revision it has been
+/// sent every change up to: the watch cache's progress, not the watcher's own last change.
+/// A watcher whose objects are quiet (a runner's watch of its install's Plans) would
+/// otherwise keep an old revision while the window moves on, and get 410 and relist when
+/// it resumes. `false` when the client is gone.
+async fn send_bookmark(
+    // `&mut`: a `View` is `Send` but not `Sync`, and this future is held across awaits.
+    view: &mut View,
+    live: &mut LiveEvents,
+    last: &mut Revision,
+    tx: &mpsc::Sender<Bytes>,
+) -> bool {
+    let (queued, progress) = live.drain();
+    for event in queued {
+        if event.revision <= *last {
+            continue;
+        }
+        *last = event.revision;
+        if let Some(line) = view.event(&event)
+            && tx.send(line).await.is_err()
+        {
+            return false;
+        }
+    }
+    // Lagged (no progress): the changes after `last` are to come from the window.
+    if let Some(progress) = progress {
+        *last = (*last).max(progress);
+    }
+    tx.send(view.bookmark(*last, false)).await.is_ok()
+}
+
 fn error_line(err: &ApiError) -> Bytes {
     encode_line("ERROR", &err.status())
 }
 
 pub async fn watch(call: Call) -> Result<Response, ApiError> {
-    let view = View {
+    let mut view = View {
         rt: call.rt.clone(),
         namespace: call.namespace().map(str::to_owned),
         filter: Filter::from_call(&call)?,
@@ -202,10 +234,17 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         loop {
             tokio::select! {
-                _ = &mut deadline => return,
+                _ = &mut deadline => {
+                    // A last BOOKMARK, so the client resumes from now, not from its own
+                    // last change (kube-apiserver sends one just before the deadline).
+                    if bookmarks {
+                        send_bookmark(&mut view, &mut live, &mut last, &tx).await;
+                    }
+                    return;
+                }
                 _ = tx.closed() => return,
                 _ = ticker.tick(), if bookmarks => {
-                    if tx.send(view.bookmark(last, false)).await.is_err() {
+                    if !send_bookmark(&mut view, &mut live, &mut last, &tx).await {
                         return;
                     }
                 }

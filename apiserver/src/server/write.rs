@@ -13,8 +13,8 @@ use super::dispatch::Call;
 use super::objects::RETRIES;
 use crate::admission::{Attributes, Operation};
 use crate::object_meta::{
-    WriteScope, check_url_name, finalizers, from_store, is_deleting, prepare_create,
-    prepare_update, sent_resource_version, set_resource_version, to_store,
+    WriteScope, check_url_name, finalizers, is_deleting, prepare_create, prepare_update,
+    sent_resource_version, set_resource_version, to_store,
 };
 use crate::patch::{
     PatchType, apply_patch, apply_strategic_merge, parse_apply_body, record_update,
@@ -290,8 +290,12 @@ async fn commit_update(
         .update(&call.key(), stored, revision)
         .await
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
+    // What was stored, with its revision: `new` itself, as `to_store` wrote it (no
+    // decode of the bytes just encoded).
+    crate::object_meta::strip_unstored(&mut new);
+    set_resource_version(&mut new, written.mod_revision);
     Ok(Committed {
-        object: from_store(&written)?,
+        object: new,
         wrote: true,
     })
 }

@@ -188,3 +188,62 @@ async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() 
     }
     assert_eq!(small.subscribe(1, None).err().unwrap().oldest, 4);
 }
+
+fn put(cache: &WatchCache, name: &str, tenant: &str, revision: Revision) {
+    cache.apply(WatchEvent::Put {
+        kv: KeyValue {
+            key: format!("{WIDGETS}{name}"),
+            value: widget(name, tenant),
+            create_revision: revision,
+            mod_revision: revision,
+            version: 1,
+        },
+        prev: None,
+    });
+}
+
+#[tokio::test]
+async fn a_quiet_watcher_drains_to_the_caches_progress_and_resumes_from_it_after_the_window_moved()
+{
+    let rt = crate::testing::test_registry()
+        .get("example.com", "v1", "widgets")
+        .unwrap();
+    let cache = WatchCache::new(rt, 16, Arc::new(Progress::for_tests()));
+    let mut quiet = cache.subscribe(0, Some("a")).unwrap().live;
+    put(&cache, "mine", "a", 1);
+    // Tenant b's changes push the window past the quiet watcher's own last change.
+    for revision in 2..=40 {
+        put(&cache, &format!("other{revision}"), "b", revision);
+    }
+    assert!(cache.subscribe(1, Some("a")).is_err(), "1 left the window");
+    let (queued, progress) = quiet.drain();
+    let queued: Vec<Revision> = queued.iter().map(|e| e.revision).collect();
+    assert_eq!(queued, [1], "its own change first, nothing of tenant b");
+    assert_eq!(progress, Some(40), "then the cache's progress");
+    // Resuming from that progress (what its BOOKMARK carried) needs no relist.
+    let resumed = cache.subscribe(40, Some("a")).expect("40 is in the window");
+    assert!(resumed.backlog.is_empty());
+    // Nothing queued: the progress alone.
+    put(&cache, "other41", "b", 41);
+    let (queued, progress) = quiet.drain();
+    assert!(queued.is_empty());
+    assert_eq!(progress, Some(41));
+}
+
+#[tokio::test]
+async fn a_watcher_that_lagged_gets_no_progress_from_drain() {
+    let rt = crate::testing::test_registry()
+        .get("example.com", "v1", "widgets")
+        .unwrap();
+    let cache = WatchCache::new(rt, QUEUE * 2, Arc::new(Progress::for_tests()));
+    let mut slow = cache.subscribe(0, Some("a")).unwrap().live;
+    for revision in 1..=(QUEUE as Revision + 1) {
+        put(&cache, &format!("p{revision}"), "a", revision);
+    }
+    let (queued, progress) = slow.drain();
+    assert_eq!(queued.len(), QUEUE, "what it had queued");
+    assert_eq!(
+        progress, None,
+        "it lagged: its bookmark stays at its last change"
+    );
+}

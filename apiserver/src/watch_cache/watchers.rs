@@ -11,6 +11,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
 
 use super::{CachedEvent, WatchCache};
+use crate::storage::Revision;
 
 /// Changes a watcher may have queued before it counts as lagging.
 pub const QUEUE: usize = 16_384;
@@ -150,6 +151,26 @@ impl LiveEvents {
             Some(event) => Ok(event),
             None if self.lagged.load(Ordering::Acquire) => Err(Stopped::Lagged),
             None => Err(Stopped::Closed),
+        }
+    }
+
+    /// The changes queued for this watcher, taken without waiting, and the revision it
+    /// has then been sent every change up to: the cache's, read before the queue was
+    /// emptied (the cache queues a change for its watchers before its revision passes
+    /// it). `None` for the revision when the watcher lagged or the cache ended it: then
+    /// only the last change taken says how far it got.
+    ///
+    /// A quiet watcher's BOOKMARK carries that revision, so the watcher can resume from
+    /// it after the window has moved past its own last change.
+    pub fn drain(&mut self) -> (Vec<Arc<CachedEvent>>, Option<Revision>) {
+        let progress = self.cache.upgrade().map(|cache| cache.revision());
+        let mut events = Vec::new();
+        loop {
+            match self.rx.try_recv() {
+                Ok(event) => events.push(event),
+                Err(mpsc::error::TryRecvError::Empty) => return (events, progress),
+                Err(mpsc::error::TryRecvError::Disconnected) => return (events, None),
+            }
         }
     }
 

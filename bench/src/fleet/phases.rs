@@ -46,7 +46,9 @@ pub struct BackendReport {
     pub claims_lost: u64,
     /// Plans reported succeeded twice (must stay 0).
     pub applied_twice: u64,
-    /// Failed calls of the runners (watch errors, claims, reports).
+    /// Errors of the runners' watches (410s that made them relist, failed calls).
+    pub watch_errors: u64,
+    /// Failed calls of the runners (claims, reports).
     pub runner_errors: u64,
 }
 
@@ -154,6 +156,7 @@ pub async fn run_on(bench: &FleetBench, backend: Backend) -> anyhow::Result<Back
         caches,
         claims_lost: shared.claims_lost.load(Relaxed),
         applied_twice: shared.applied_twice.load(Relaxed),
+        watch_errors: shared.watch_errors.load(Relaxed),
         runner_errors: shared.errors.load(Relaxed),
     })
 }

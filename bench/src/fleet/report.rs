@@ -11,8 +11,15 @@ pub const ROLLOUT_GOAL: Duration = Duration::from_secs(10);
 pub const WRITES_PER_PLAN_GOAL: f64 = 5.0;
 /// Goal: the API server's memory at most this.
 pub const APISERVER_RSS_GOAL: u64 = 1 << 30;
-/// Goal: dispatch latency p99 at most this.
-pub const DISPATCH_P99_GOAL: Duration = Duration::from_millis(100);
+/// Goal: dispatch latency p99 at most this, with every runner watching.
+pub const DISPATCH_P99_GOAL: Duration = Duration::from_millis(10);
+/// Goal: the whole fleet admitted (every install Active) within this.
+pub const ADMISSION_GOAL: Duration = Duration::from_secs(120);
+/// Goal: CPU per Plan, the API server's, the controllers' and the runners' together, at
+/// most this many milliseconds.
+pub const CPU_MS_PER_PLAN_GOAL: f64 = 2.0;
+/// Goal: the controllers' memory at most this.
+pub const CONTROLLERS_RSS_GOAL: u64 = 1 << 30;
 
 /// Every backend's figures and the raw etcd baseline.
 #[derive(Clone, Debug)]
@@ -70,9 +77,11 @@ impl fmt::Display for FleetReport {
             )?;
             writeln!(
                 f,
-                "  every install Active            {:>9.2} s   ({} plans)",
+                "  every install Active            {:>9.2} s   ({} plans)   goal <= {} s: ratio {:.2}",
                 b.admitted.as_secs_f64(),
-                b.admission_plans
+                b.admission_plans,
+                ADMISSION_GOAL.as_secs(),
+                ratio(b.admitted.as_secs_f64(), ADMISSION_GOAL.as_secs_f64())
             )?;
             writeln!(f, "one-component rollout ({} plans)", r.plans)?;
             writeln!(
@@ -112,9 +121,11 @@ impl fmt::Display for FleetReport {
                 writes_per_second / self.raw_etcd_txn_per_second.max(1.0)
             )?;
             let per_plan = |d: Duration| d.as_secs_f64() * 1e3 / plans;
+            let cpu = per_plan(r.cpu.apiserver + r.cpu.controllers + r.cpu.runners);
             writeln!(
                 f,
-                "  CPU ms per plan             apiserver {:.2}, controllers {:.2}, runners {:.2}  (until the writes stopped)",
+                "  CPU ms per plan                 {cpu:>9.2}     goal <= {CPU_MS_PER_PLAN_GOAL}: ratio {:.2}  (apiserver {:.2}, controllers {:.2}, runners {:.2}, until the writes stopped)",
+                ratio(cpu, CPU_MS_PER_PLAN_GOAL),
                 per_plan(r.cpu.apiserver),
                 per_plan(r.cpu.controllers),
                 per_plan(r.cpu.runners)
@@ -161,9 +172,20 @@ impl fmt::Display for FleetReport {
             )?;
             writeln!(
                 f,
-                "  controllers RSS {:.0} MiB, peak {:.0} MiB",
+                "  controllers RSS {:.0} MiB, peak {:.0} MiB   goal <= 1024 MiB: ratio {:.2}",
                 mib(b.controllers.rss),
-                mib(b.controllers.peak)
+                mib(b.controllers.peak),
+                ratio(b.controllers.peak as f64, CONTROLLERS_RSS_GOAL as f64)
+            )?;
+            writeln!(
+                f,
+                "runner watch errors (410s that made a runner relist)   {}   goal 0: {}",
+                b.watch_errors,
+                if b.watch_errors == 0 {
+                    "met"
+                } else {
+                    "not met"
+                }
             )?;
             writeln!(
                 f,

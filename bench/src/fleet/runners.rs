@@ -50,7 +50,10 @@ pub struct Shared {
     pub applied_twice: AtomicU64,
     /// Claims lost to a conflict (another writer moved the Plan first).
     pub claims_lost: AtomicU64,
-    /// Calls that failed (watch errors, claim or report errors).
+    /// Errors of the runners' watches: a 410 (the watch resumed from a revision the
+    /// window no longer holds, so the runner relists) or a failed call (must stay 0).
+    pub watch_errors: AtomicU64,
+    /// Calls that failed (claims, reports, reading the install).
     pub errors: AtomicU64,
 }
 
@@ -204,7 +207,7 @@ impl Runner {
                 Ok(_) => {}
                 Err(err) => {
                     tracing::debug!(error = %err, runner = %self.name, "plan watch");
-                    self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                    self.shared.watch_errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }

@@ -93,6 +93,42 @@ async fn watch_protocol(backend: Backend) {
     }
     assert_eq!(names, ["w1", "w2"]);
 
+    // A watcher whose objects stay quiet: its BOOKMARKs carry the watch cache's progress,
+    // past the other objects' changes, so it resumes from there (not from its own last
+    // change, which the window leaves behind).
+    let (_, mut quiet) = cp
+        .stream_lines(
+            &format!(
+                "{INSTALLS}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&fieldSelector=metadata.name%3Dw1"
+            ),
+            &[],
+        )
+        .await;
+    let w3 = create(&cp, &install("w3")).await;
+    let w3_rv: u64 = w3["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut bookmarked = Vec::new();
+    for _ in 0..5 {
+        let event = next_event(&mut quiet).await;
+        assert_eq!(event["type"], "BOOKMARK", "w1 did not change: {event}");
+        let at: u64 = event["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        bookmarked.push(at);
+        if at >= w3_rv {
+            break;
+        }
+    }
+    assert!(
+        bookmarked.last().is_some_and(|at| *at >= w3_rv),
+        "a bookmark reached w3's revision {w3_rv}: {bookmarked:?}"
+    );
+
     // The server ends a watch after timeoutSeconds.
     let (_, mut lines) = cp
         .stream_lines(
