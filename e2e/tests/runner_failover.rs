@@ -233,7 +233,12 @@ fn step_lines(state: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runner_moves_between_replicas_as_each_is_killed_and_runs_every_plan_once() {
-    let first = ControlPlane::start(Backend::Etcd).await;
+    // No periodic BOOKMARKs: they carry the watch cache's progress, so a runner that got
+    // one from B just before B died would resume inside A's fresh history. Without them
+    // (and B killed, so no BOOKMARK as its watch ends) the runner resumes from its last
+    // Plan event, which A's fresh cache no longer has: the 410 this test is about.
+    let first =
+        ControlPlane::start_with_flags(Backend::Etcd, &["--watch-bookmark-seconds", "3600"]).await;
     let second = first.start_replica().await;
     // Install stacks name both replicas.
     let both = format!("{},{}", first.url, second.url);

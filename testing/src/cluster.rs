@@ -133,7 +133,14 @@ async fn spawn_server(args: &ServerArgs, listen: &str) -> (Child, String) {
         .arg(&args.tls.cert)
         .arg("--tls-key")
         .arg(&args.tls.key)
-        .args(["--watch-bookmark-seconds", "1", "--embedded-history", "50"])
+        // BOOKMARKs every second, unless the caller's flags set their own interval.
+        .args(
+            (!args.extra.iter().any(|a| a == "--watch-bookmark-seconds"))
+                .then_some(["--watch-bookmark-seconds", "1"])
+                .into_iter()
+                .flatten(),
+        )
+        .args(["--embedded-history", "50"])
         .args(args.standin_cluster.then_some("--standin-cluster"))
         .args(&args.extra)
         .env("RUST_LOG", "warn")

@@ -282,9 +282,39 @@ fn bench_fleet_prints_every_figure_against_its_goal_on_both_stores() {
             cols[7].parse().unwrap(),
         );
         assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{dispatch}");
-        assert!((ratio(&dispatch) - p99 / 100.0).abs() < 0.01, "{dispatch}");
+        assert!((ratio(&dispatch) - p99 / 10.0).abs() < 0.01, "{dispatch}");
+        let admitted = figure(section, "every install Active");
+        let admitted_line = line(section, "every install Active");
+        assert!(
+            admitted > 0.0 && (ratio(&admitted_line) - admitted / 120.0).abs() < 0.01,
+            "{admitted_line}"
+        );
+        // CPU per Plan: the three processes' sum, against 2 ms.
+        let cpu_line = line(section, "CPU ms per plan");
+        let cpu = figure(section, "CPU ms per plan");
+        let parts: f64 = ["apiserver ", "controllers ", "runners "]
+            .iter()
+            .map(|name| {
+                cpu_line
+                    .split_once(name)
+                    .and_then(|(_, r)| r.split([',', ' ']).next())
+                    .unwrap_or_else(|| panic!("{name} in {cpu_line}"))
+                    .parse::<f64>()
+                    .unwrap()
+            })
+            .sum();
+        assert!(cpu > 0.0 && (cpu - parts).abs() < 0.02, "{cpu_line}");
+        assert!((ratio(&cpu_line) - cpu / 2.0).abs() < 0.01, "{cpu_line}");
         assert!(figure(section, "apiserver RSS") > 0.0, "{section}");
+        let controllers = line(section, "controllers RSS");
         assert!(figure(section, "controllers RSS") > 0.0, "{section}");
+        assert!(ratio(&controllers) > 0.0, "{controllers}");
+        // Quiet runners resume from their BOOKMARKs: no 410, no relist.
+        assert!(
+            section
+                .contains("runner watch errors (410s that made a runner relist)   0   goal 0: met"),
+            "{section}"
+        );
         assert!(
             section
                 .contains("checks: plans applied twice 0, claims lost 0, runner call failures 0"),
