@@ -49,6 +49,12 @@ pub struct ServerArgs {
     /// watch caches; this serves writes).
     #[arg(long, default_value_t = EmbeddedOptions::default().cache_bytes >> 20)]
     embedded_cache_mib: usize,
+    /// Seconds between compactions of etcd's history, each to the revision seen one
+    /// interval earlier, as kube-apiserver's `--etcd-compaction-interval` (5 minutes);
+    /// 0 leaves compaction to etcd (`--auto-compaction-retention`). Without any, etcd's
+    /// database grows with every write until its quota refuses them all.
+    #[arg(long, default_value_t = 300)]
+    etcd_compaction_interval_seconds: u64,
     /// Changes kept per resource type for watches that resume from an older
     /// resourceVersion (older ones get 410 Gone and relist).
     #[arg(long, default_value_t = 10_000)]
@@ -145,6 +151,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         )
         .await
         .with_context(|| format!("cannot open the store {:?}", args.store))?;
+    if matches!(args.store, StoreLocation::Etcd(_)) && args.etcd_compaction_interval_seconds > 0 {
+        outpost_apiserver::storage::spawn_compactor(
+            store.clone(),
+            std::time::Duration::from_secs(args.etcd_compaction_interval_seconds),
+        );
+    }
     let mut registry = Registry::new();
     if args.standin_cluster {
         registry = registry.with_standin_cluster();

@@ -40,6 +40,10 @@ impl ThrowawayEtcd {
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster=outpost-throwaway={peer_url}"))
+            // etcd's largest recommended quota, not its 2 GiB default: 10,000 installs'
+            // Plans and the five minutes of history the API server keeps (its
+            // compaction interval) outgrow 2 GiB (`outpost bench fleet`).
+            .arg("--quota-backend-bytes=8589934592")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

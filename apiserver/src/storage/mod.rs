@@ -5,6 +5,7 @@
 //! and uses the store revision as the object's `resourceVersion`. See `STORAGE.md` next to
 //! this file for the exact contract both backends implement.
 
+mod compactor;
 mod continue_token;
 mod embedded;
 mod error;
@@ -13,6 +14,7 @@ mod instrumented;
 mod location;
 mod store;
 
+pub use compactor::spawn_compactor;
 pub use continue_token::ContinueToken;
 pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::StoreError;

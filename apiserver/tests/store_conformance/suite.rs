@@ -546,3 +546,57 @@ pub async fn compacted_revisions_are_expired(b: &Backend) {
     b.store.create(&b.key("c"), val("x")).await.unwrap();
     assert_eq!(take(&mut watch, 1).await[0].key(), b.key("c"));
 }
+
+/// `spawn_compactor` compacts, one interval late, to the revision it saw: what was
+/// written before it started is expired after two intervals, and the present stays
+/// readable and watchable.
+pub async fn the_compactor_keeps_one_interval_of_history(b: &Backend) {
+    let first = b.store.create(&b.key("a"), val("1")).await.unwrap();
+    b.store
+        .update(&b.key("a"), val("2"), first.mod_revision)
+        .await
+        .unwrap();
+    let before = first.mod_revision - 1;
+    assert!(
+        b.store.watch(&b.prefix, before).await.is_ok(),
+        "nothing is compacted yet"
+    );
+    let interval = Duration::from_millis(300);
+    let compactor = outpost_apiserver::storage::spawn_compactor(b.store.clone(), interval);
+    // Not before one interval has passed since it saw the revision.
+    tokio::time::sleep(interval / 2).await;
+    assert!(
+        b.store.watch(&b.prefix, before).await.is_ok(),
+        "history younger than an interval is kept"
+    );
+    let expired = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let listed = b
+                .store
+                .list(
+                    &b.prefix,
+                    ListOptions {
+                        revision: Some(first.mod_revision),
+                        ..Default::default()
+                    },
+                )
+                .await;
+            match listed {
+                Err(StoreError::Expired { .. }) => return,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(other) => panic!("list at an old revision: {other:?}"),
+            }
+        }
+    })
+    .await;
+    compactor.abort();
+    assert!(expired.is_ok(), "the compactor forgot the old revision");
+    let (items, _) = list_all(&*b.store, &b.prefix, 3).await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].1, val("2"));
+    let now = b.store.current_revision().await.unwrap();
+    assert!(
+        b.store.watch(&b.prefix, now).await.is_ok(),
+        "the present is never compacted"
+    );
+}
