@@ -14,8 +14,9 @@
 //!    one at a time; the time from sending an approval to the runner's watch bringing
 //!    it.
 //!
-//! Raw etcd create-if-absent transactions per second are measured in the same run, as
-//! the baseline of the store write rate.
+//! Raw etcd create-if-absent transactions per second are measured in the same run (first),
+//! as the baseline of the store write rate. Each store's figures go to standard error as
+//! soon as its phases end, and every store's to standard output at the end.
 
 mod control_plane;
 mod fixture;
@@ -50,7 +51,7 @@ pub struct FleetBench {
 }
 
 impl FleetBench {
-    /// Runs every backend, then the raw etcd baseline.
+    /// Measures the raw etcd baseline, then runs every backend.
     pub async fn run(&self) -> anyhow::Result<FleetReport> {
         anyhow::ensure!(self.installs > 0, "--installs must be at least 1");
         anyhow::ensure!(self.components > 0, "--components must be at least 1");
@@ -64,18 +65,29 @@ impl FleetBench {
              raise it (ulimit -n) or run as a user that may",
             self.installs
         );
-        let mut backends = Vec::new();
-        for backend in &self.backends {
-            eprintln!("== {} store", backend.name());
-            backends.push(phases::run_on(self, *backend).await?);
-        }
+        // The baseline first, so each store's figures can be printed as soon as that
+        // store is done: a later store that fails (at 10,000 installs, after half an
+        // hour) does not take the earlier one's figures with it.
         eprintln!("== raw etcd create transactions");
         let raw = crate::store::raw_etcd_create_txns(&[], 10_000, 64, 1024).await?;
-        Ok(FleetReport {
+        let mut report = FleetReport {
             installs: self.installs,
             components: self.components,
-            backends,
+            backends: Vec::new(),
             raw_etcd_txn_per_second: raw,
-        })
+        };
+        for backend in &self.backends {
+            eprintln!("== {} store", backend.name());
+            let figures = phases::run_on(self, *backend).await?;
+            eprint!(
+                "{}",
+                FleetReport {
+                    backends: vec![figures.clone()],
+                    ..report.clone()
+                }
+            );
+            report.backends.push(figures);
+        }
+        Ok(report)
     }
 }
