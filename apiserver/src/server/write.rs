@@ -14,7 +14,7 @@ use super::objects::RETRIES;
 use crate::admission::{Attributes, Operation};
 use crate::object_meta::{
     WriteScope, check_url_name, finalizers, is_deleting, prepare_create, prepare_update,
-    sent_resource_version, set_resource_version, to_store,
+    sent_resource_version, set_resource_version, strip_unstored, to_store,
 };
 use crate::patch::{
     PatchType, apply_patch, apply_strategic_merge, parse_apply_body, record_update,
@@ -292,7 +292,7 @@ async fn commit_update(
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
     // What was stored, with its revision: `new` itself, as `to_store` wrote it (no
     // decode of the bytes just encoded).
-    crate::object_meta::strip_unstored(&mut new);
+    strip_unstored(&mut new);
     set_resource_version(&mut new, written.mod_revision);
     Ok(Committed {
         object: new,

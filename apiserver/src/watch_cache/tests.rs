@@ -47,6 +47,20 @@ async fn next(live: &mut LiveEvents) -> Arc<CachedEvent> {
         .expect("the watcher goes on")
 }
 
+/// Applies a store change creating widget `name` of `tenant` at `revision`.
+fn put(cache: &WatchCache, name: &str, tenant: &str, revision: Revision) {
+    cache.apply(WatchEvent::Put {
+        kv: KeyValue {
+            key: format!("{WIDGETS}{name}"),
+            value: widget(name, tenant),
+            create_revision: revision,
+            mod_revision: revision,
+            version: 1,
+        },
+        prev: None,
+    });
+}
+
 #[tokio::test]
 async fn a_watcher_filed_under_a_tenant_gets_only_that_tenants_changes() {
     let (_dir, store, caches) = started().await;
@@ -139,17 +153,7 @@ async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() 
     let mut slow = cache.subscribe(0, Some("a")).unwrap().live;
     let changes = QUEUE + 10;
     for i in 1..=changes {
-        let revision = i as Revision;
-        cache.apply(WatchEvent::Put {
-            kv: KeyValue {
-                key: format!("{WIDGETS}p{i}"),
-                value: widget(&format!("p{i}"), "a"),
-                create_revision: revision,
-                mod_revision: revision,
-                version: 1,
-            },
-            prev: None,
-        });
+        put(&cache, &format!("p{i}"), "a", i as Revision);
     }
     let mut last = 0;
     let stopped = loop {
@@ -175,31 +179,9 @@ async fn a_watcher_that_falls_behind_catches_up_from_the_window_without_a_gap() 
     // Older than the window: the client must relist.
     let small = WatchCache::new(cache.resource_type().clone(), 16, cache.progress().clone());
     for i in 1..=20 {
-        small.apply(WatchEvent::Put {
-            kv: KeyValue {
-                key: format!("{WIDGETS}q{i}"),
-                value: widget(&format!("q{i}"), "a"),
-                create_revision: i,
-                mod_revision: i,
-                version: 1,
-            },
-            prev: None,
-        });
+        put(&small, &format!("q{i}"), "a", i);
     }
     assert_eq!(small.subscribe(1, None).err().unwrap().oldest, 4);
-}
-
-fn put(cache: &WatchCache, name: &str, tenant: &str, revision: Revision) {
-    cache.apply(WatchEvent::Put {
-        kv: KeyValue {
-            key: format!("{WIDGETS}{name}"),
-            value: widget(name, tenant),
-            create_revision: revision,
-            mod_revision: revision,
-            version: 1,
-        },
-        prev: None,
-    });
 }
 
 #[tokio::test]
