@@ -214,7 +214,7 @@ pub fn allowed(writer: Writer, from: Option<PlanPhase>, to: PlanPhase) -> Result
     let gate_move = matches!((from, to), (Pending, Ready | Denied));
     let refused = |who: &str| {
         Err(format!(
-            "{who} may not move a Plan from {from:?} to {to:?}{}",
+            "{who} move a Plan from {from:?} to {to:?}{}",
             match to {
                 Approved => ": approvals are made only through plans/NAME/approval",
                 Denied if from == AwaitingApproval =>
@@ -225,9 +225,9 @@ pub fn allowed(writer: Writer, from: Option<PlanPhase>, to: PlanPhase) -> Result
     };
     match writer {
         Writer::Runner if runner_move => Ok(()),
-        Writer::Runner => refused("a runner"),
+        Writer::Runner => refused("a runner may not"),
         Writer::Operator if gate_move || runner_move => Ok(()),
-        Writer::Operator => refused("nobody"),
+        Writer::Operator => refused("nobody may"),
     }
 }
 

@@ -149,6 +149,18 @@ impl<'a> Reads<'a> {
         self.state.cache(rt).ok()?.get(namespace, name)
     }
 
+    /// Whether the server's authorizers let `user` make `request` too: a plugin asking
+    /// about a second permission a write needs (a Plan created with its gate's decision
+    /// needs `update plans/status` besides `create plans`).
+    pub fn may(&self, user: &User, request: &ResourceRequest) -> bool {
+        self.state
+            .authorize(
+                user,
+                &crate::request::RequestInfo::Resource(request.clone()),
+            )
+            .is_ok()
+    }
+
     /// The store.
     pub fn store(&self) -> &'a dyn Store {
         self.state.store.as_ref()

@@ -20,6 +20,14 @@ pub trait Strategy: Send + Sync + std::fmt::Debug + 'static {
     fn immutable_spec(&self) -> bool {
         false
     }
+
+    /// Whether a create may carry `status` on a type with a status subresource (the
+    /// server otherwise drops it, as kube-apiserver does); the admission chain then
+    /// decides what of it may be written, as a Pod may be created with `spec.nodeName`
+    /// by whoever may bind it, without a scheduler's second write.
+    fn status_on_create(&self) -> bool {
+        false
+    }
 }
 
 /// The strategy of a type with no rules of its own.

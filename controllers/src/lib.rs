@@ -9,8 +9,9 @@
 //! * [`caches`]: the in-memory views the reconcilers read (App releases, Plans and
 //!   DriftReports by install), each kept by a watch.
 //! * [`logic`]: pure functions and types: templates, the role precedence chain, App
-//!   checks, the component graph, rollout waves, plan policies, drift, maintenance
-//!   windows, cron, install stack rendering. No API calls; unit tested on values.
+//!   checks, the component graph, rollout waves, plan policies, the gate's decision,
+//!   drift, maintenance windows, cron, install stack rendering. No API calls; unit
+//!   tested on values.
 //!
 //! Dependencies point one way: `reconcilers` → `caches` → `logic`, and `logic` never
 //! names `reconcilers` or `caches` (`controllers/tests/module_cycles.rs` checks it).

@@ -13,14 +13,16 @@ use outpost_apiserver::auth::forbidden_message;
 use outpost_apiserver::object_meta::{from_store, to_store};
 use outpost_apiserver::patch::record_update;
 use outpost_apiserver::registry::{PluginSubresource, SubresourceBody};
-use outpost_apiserver::request::Verb;
+use outpost_apiserver::request::{ResourceRequest, Verb};
 use outpost_apiserver::server::{Call, Current, RETRIES, Subresource, content_type, json};
 use outpost_apiserver::status::{ApiError, Subject};
 use outpost_apiserver::storage::StoreError;
 use serde_json::Value;
 
 use crate::groups::{ADMINS, may_decide};
-use crate::plan::{InstallPolicy, Refusal, check_status_write, decide as decide_plan};
+use crate::plan::{
+    InstallPolicy, Refusal, check_create_status, check_status_write, decide as decide_plan,
+};
 use crate::runner_token::runner_install;
 
 pub use crate::plan::{APPROVAL_SUBRESOURCE as SUBRESOURCE, has_lifecycle as serves};
@@ -66,6 +68,9 @@ impl Admission for PlanLifecycle {
         match attributes.old {
             Some(old) if attributes.operation == Operation::Update && attributes.is_status() => {
                 admit_status(attributes, reads, old, object)
+            }
+            None if attributes.operation == Operation::Create => {
+                admit_create(attributes, reads, object)
             }
             _ => Ok(()),
         }
@@ -121,6 +126,38 @@ fn admit_status(
     let policy = install_policy(reads, attributes.namespace(), install);
     check_status_write(writer, policy, old, new)
         .map_err(|r| refused(r, Subject::of(attributes.rt, attributes.name)))
+}
+
+/// Checks the status a Plan is created with: only its gate's decision
+/// ([`check_create_status`]), and only from a writer who may also write `plans/status`
+/// (the decision is the status write the create saves). Other kinds pass.
+fn admit_create(
+    attributes: &Attributes<'_>,
+    reads: &Reads<'_>,
+    new: &Value,
+) -> Result<(), ApiError> {
+    if !serves(attributes.rt) || new.get("status").is_none() {
+        return Ok(());
+    }
+    let subject = Subject::of(attributes.rt, attributes.name);
+    let writer = match runner_install(attributes.user) {
+        Some(_) => Writer::Runner,
+        None => Writer::Operator,
+    };
+    check_create_status(writer, new).map_err(|r| refused(r, subject.clone()))?;
+    let status_write = ResourceRequest {
+        verb: Verb::Update,
+        name: Some(attributes.name.to_owned()),
+        subresource: Some("status".into()),
+        ..attributes.request.clone()
+    };
+    if !reads.may(attributes.user, &status_write) {
+        return Err(ApiError::Forbidden(format!(
+            "{}: creating a Plan with a status needs update on plans/status too",
+            forbidden_message(attributes.user, &status_write)
+        )));
+    }
+    Ok(())
 }
 
 /// The install's approval mode, from the watch cache (no store read). An install that

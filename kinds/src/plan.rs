@@ -206,6 +206,44 @@ pub fn check_status_write(
     Ok(())
 }
 
+/// The status fields a Plan may be created with: its gate's decision (the phase it
+/// passes or denies with, the role it resolved, the policies' verdicts, why it denied).
+pub const GATE_FIELDS: [&str; 4] = ["phase", "role", "verdicts", "message"];
+
+/// Checks the `status` a Plan is created with (the server drops none of it for Plans):
+/// none, or its gate's decision, `Pending`, `Ready` or `Denied` with only
+/// [`GATE_FIELDS`] — what an operator could write with one status write right after the
+/// create. A runner never creates a Plan; nobody creates one further along (claimed,
+/// with a diff, approved or finished).
+pub fn check_create_status(writer: Writer, new: &Value) -> Result<(), Refusal> {
+    let status = status_map(new);
+    if status.is_empty() {
+        return Ok(());
+    }
+    let typed = typed_status(&status)?;
+    if writer == Writer::Runner {
+        return Err(Refusal::Forbidden(
+            "a runner may not create a Plan with a status".into(),
+        ));
+    }
+    let mut fields: Vec<&str> = status
+        .iter()
+        .filter(|(k, v)| !GATE_FIELDS.contains(&k.as_str()) && !same_field(None, Some(v)))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    fields.sort_unstable();
+    if let Some(field) = fields.first() {
+        return Err(Refusal::Forbidden(format!(
+            "a Plan may not be created with status.{field}: it is created with its gate's decision only ({}); the rest is written by its runner or through plans/NAME/approval",
+            GATE_FIELDS.join(", ")
+        )));
+    }
+    let to = typed.phase.unwrap_or(PlanPhase::Pending);
+    allowed(writer, None, to).map_err(|why| {
+        Refusal::Forbidden(format!("{why}: a Plan is created Pending, Ready or Denied"))
+    })
+}
+
 fn hash_of(diff: Option<&PlanDiff>) -> String {
     diff.map_or_else(|| "no diff".to_owned(), |d| d.hash.clone())
 }

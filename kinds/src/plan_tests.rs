@@ -351,3 +351,63 @@ fn decisions_bind_to_the_diff_seen_and_the_phase() {
         Err(Refusal::Conflict(_))
     ));
 }
+
+#[test]
+fn a_plan_is_created_with_at_most_its_gates_decision() {
+    let create = |writer, status: Value| check_create_status(writer, &plan(status));
+    let role = json!({"name": "deploy", "level": "default"});
+    let verdicts = json!([{"policy": "p", "enforcement": "warn", "denied": false}]);
+    // No status, an empty one, or the gate's decision.
+    for status in [
+        Value::Null,
+        json!({}),
+        json!({"phase": "Pending"}),
+        json!({"phase": "Ready", "role": role, "verdicts": verdicts}),
+        json!({"phase": "Denied", "role": role, "message": "denied by policy: p: no"}),
+        // Empty fields are no fields (a typed client may send them).
+        json!({"phase": "Ready", "outputs": {}, "conditions": []}),
+    ] {
+        assert_eq!(create(Writer::Operator, status.clone()), Ok(()), "{status}");
+    }
+    // Nothing further along, whoever creates it.
+    for (status, message) in [
+        (
+            json!({"phase": "Approved"}),
+            "nobody may move a Plan from Pending to Approved: approvals are made only through plans/NAME/approval: a Plan is created Pending, Ready or Denied",
+        ),
+        (
+            json!({"phase": "Succeeded"}),
+            "nobody may move a Plan from Pending to Succeeded: a Plan is created Pending, Ready or Denied",
+        ),
+        (
+            json!({"phase": "Ready", "approval": approval("approve", H1)}),
+            "a Plan may not be created with status.approval: it is created with its gate's decision only (phase, role, verdicts, message); the rest is written by its runner or through plans/NAME/approval",
+        ),
+        (
+            json!({"phase": "Ready", "diff": diff(H1, 1)}),
+            "a Plan may not be created with status.diff: it is created with its gate's decision only (phase, role, verdicts, message); the rest is written by its runner or through plans/NAME/approval",
+        ),
+        (
+            json!({"claimedBy": "runner"}),
+            "a Plan may not be created with status.claimedBy: it is created with its gate's decision only (phase, role, verdicts, message); the rest is written by its runner or through plans/NAME/approval",
+        ),
+    ] {
+        assert_eq!(
+            create(Writer::Operator, status.clone()),
+            Err(Refusal::Forbidden(message.into())),
+            "{status}"
+        );
+    }
+    // A runner never creates one with a status, not even the gate's decision.
+    assert_eq!(
+        create(Writer::Runner, json!({"phase": "Ready"})),
+        Err(Refusal::Forbidden(
+            "a runner may not create a Plan with a status".into()
+        ))
+    );
+    // A status that is not a Plan's is 422.
+    assert!(matches!(
+        create(Writer::Operator, json!({"phase": "Sideways"})),
+        Err(Refusal::Invalid(_))
+    ));
+}

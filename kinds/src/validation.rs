@@ -14,6 +14,7 @@ use serde_json::Value;
 pub struct KindRules {
     validate: Option<fn(&Value) -> Vec<FieldError>>,
     immutable_spec: bool,
+    status_on_create: bool,
 }
 
 impl KindRules {
@@ -22,6 +23,7 @@ impl KindRules {
         KindRules {
             validate: validator(kind),
             immutable_spec: kind == "Plan",
+            status_on_create: kind == "Plan",
         }
     }
 }
@@ -33,6 +35,12 @@ impl Strategy for KindRules {
 
     fn immutable_spec(&self) -> bool {
         self.immutable_spec
+    }
+
+    /// A Plan may be created with its gate's decision (`crate::plan::check_create_status`
+    /// says what of it, `crate::approval` who).
+    fn status_on_create(&self) -> bool {
+        self.status_on_create
     }
 }
 

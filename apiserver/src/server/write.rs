@@ -146,7 +146,16 @@ async fn create_object(
     mut object: Value,
     warnings: Vec<String>,
 ) -> Result<Response, ApiError> {
+    // Kept past `prepare_create` (which drops it) only where the type's strategy lets
+    // admission decide on it, and only if there is something to decide on.
+    let status = (call.rt.status_subresource && call.rt.strategy.status_on_create())
+        .then(|| object.get("status").cloned())
+        .flatten()
+        .filter(|s| s.as_object().is_some_and(|m| !m.is_empty()));
     let name = prepare_create(&call.rt, &mut object, call.namespace())?;
+    if let (Some(status), Some(map)) = (status, object.as_object_mut()) {
+        map.insert("status".into(), status);
+    }
     call.check_access(&object)?;
     validate(call, &object, &name)?;
     super::definitions::admit(call, &mut object, None, &name)?;

@@ -5,6 +5,7 @@ pub mod app_check;
 pub mod app_objects;
 pub mod cron;
 pub mod drift;
+pub mod gate;
 pub mod graph;
 pub mod install_stack;
 pub mod kubernetes_secrets;

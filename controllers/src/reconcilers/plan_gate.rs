@@ -8,6 +8,12 @@
 //! What it decides on (installs, apps, their objects, policies) is read from watched
 //! caches ([`AppCache`]), not asked of the API server per Plan; a Plan made from objects
 //! the caches have not seen yet waits for them.
+//!
+//! The decision itself is [`judge`](crate::logic::gate::judge): the Install controller calls it on the objects it
+//! renders a Plan from and creates the Plan with it (`Ready` or `Denied` at once, one
+//! store write where a create and this gate's status write were two; the server admits
+//! only the gate's fields on a create). This gate decides the Plans made otherwise (an
+//! operator's, the drift controller's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,11 +24,10 @@ use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::reflector::{self, ObjectRef, Store};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{Install, Plan, PlanPhase, PlanStatus, Verdict};
+use outpost_api::{Install, Plan, PlanPhase, PlanStatus};
 
 use crate::caches::app_cache::AppCache;
-use crate::logic::role_chain::resolve_role;
-use crate::logic::template::{InstallOutputs, TemplateContext};
+use crate::logic::gate::judge;
 
 /// Why a gate reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -32,8 +37,7 @@ pub enum GateError {
     Api(#[from] kube_client::Error),
 }
 
-/// Evaluates policies on a Plan; returns the verdicts (a denying one denies the Plan).
-pub type PolicyCheck = Arc<dyn Fn(&Plan, &[outpost_api::Policy]) -> Vec<Verdict> + Send + Sync>;
+pub use crate::logic::gate::PolicyCheck;
 
 struct Context {
     client: Client,
@@ -99,7 +103,7 @@ const CATCH_UP: Duration = Duration::from_secs(10);
 /// The gate's decision for one Plan; `None` while its caches are behind the Plan.
 async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateError> {
     let namespace = plan.namespace().unwrap_or_default();
-    let mut status = PlanStatus::default();
+    let status = PlanStatus::default();
     let deny = |mut status: PlanStatus, message: String| {
         status.phase = Some(PlanPhase::Denied);
         status.message = Some(message);
@@ -144,50 +148,15 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
         // Made from objects the caches have not seen yet.
         return Ok(None);
     }
-    let app = &release.app;
-    let objects = release.objects();
-    let context = match TemplateContext::new(app, &install, &InstallOutputs::default()) {
-        Ok(context) => context,
-        Err(err) => {
-            return Ok(deny(
-                status,
-                format!(
-                    "cannot render templates for install {}: {err}",
-                    plan.spec.install
-                ),
-            ));
-        }
-    };
-    match resolve_role(&plan.spec, &objects, &context) {
-        Ok(role) => status.role = Some(role),
-        Err(err) => return Ok(deny(status, err.to_string())),
-    }
-
-    let policies = ctx
-        .apps
-        .policies(&namespace)
-        .into_iter()
-        .filter(|p| outpost_policy::applies_to_install(p, &install))
-        .collect::<Vec<_>>();
-    status.verdicts = (ctx.policies)(plan, &policies);
-    let denials: Vec<String> = status
-        .verdicts
-        .iter()
-        .filter(|v| v.denied)
-        .flat_map(|v| v.messages.iter().map(move |m| format!("{}: {m}", v.policy)))
-        .collect();
-    if !denials.is_empty() {
-        return Ok(deny(
-            status,
-            format!("denied by policy: {}", denials.join("; ")),
-        ));
-    }
-
-    // The Plan goes to its runner, which plans against live state; whether a person
-    // must approve (the install's approval mode, an `approve` policy's verdict here or on
-    // the diff) is decided there, on the real diff. The gate never approves.
-    status.phase = Some(PlanPhase::Ready);
-    Ok(Some(status))
+    let policies = ctx.apps.policies(&namespace);
+    Ok(Some(judge(
+        plan,
+        &install,
+        &release.app,
+        &release.objects(),
+        &policies,
+        &ctx.policies,
+    )))
 }
 
 /// Whether `plan` was made within [`CATCH_UP`] (its creation time has one-second

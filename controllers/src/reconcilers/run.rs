@@ -63,8 +63,8 @@ pub fn all_controllers(public_urls: Vec<String>) -> Start {
                 std::sync::Arc::new(crate::logic::plan_policies::check_plan);
             tokio::join!(
                 crate::reconcilers::app_controller::run(client.clone()),
-                crate::reconcilers::plan_gate::run(client.clone(), policies),
-                crate::reconcilers::install_controller::run(client.clone()),
+                crate::reconcilers::plan_gate::run(client.clone(), policies.clone()),
+                crate::reconcilers::install_controller::run(client.clone(), policies),
                 crate::reconcilers::drift_controller::run(client.clone()),
                 crate::reconcilers::rollout_controller::run(client.clone()),
                 crate::reconcilers::install_stack_controller::run(client, stack_options),

@@ -2,7 +2,10 @@
 
 use super::*;
 
-on_both_backends!(every_actor_meets_the_lifecycle);
+on_both_backends!(
+    every_actor_meets_the_lifecycle,
+    a_plan_is_created_with_its_gates_decision_only
+);
 
 fn moves() -> Vec<Move> {
     let d = diff('a', 1);
@@ -234,7 +237,7 @@ async fn every_actor_meets_the_lifecycle(backend: Backend) {
     let w = World::start(backend).await;
     let d = diff('a', 1);
 
-    // Creating a Plan: admins only; the create body's status is dropped.
+    // Creating a Plan: admins only (with a status: `a_plan_is_created_with_its_gates_decision_only`).
     for actor in [Viewer, Approver, OtherRunner, OwnRunner] {
         let reply = w
             .send(
@@ -547,4 +550,94 @@ async fn every_actor_meets_the_lifecycle(backend: Backend) {
         w.cp.kubectl()
             .ok(&["get", "--raw", "/apis/outpost.dev/v1alpha1"]);
     assert!(resources.contains("\"plans/approval\""), "{resources}");
+}
+
+/// A Plan may be created with its gate's decision, as the install controller creates
+/// its Plans (one write where a create and the gate's status write were two): `Ready` or
+/// `Denied` with the gate's fields (role, verdicts, message), by admins only — what an
+/// admin could write with one status write right after creating it. Nobody creates a
+/// Plan further along: approved, claimed, with a diff or finished (403, nothing stored),
+/// by any kind of create (POST, server-side apply).
+async fn a_plan_is_created_with_its_gates_decision_only(backend: Backend) {
+    let w = World::start(backend).await;
+    let role = json!({"name": "deploy", "level": "default"});
+    let verdicts = json!([{"policy": "p", "enforcement": "warn", "denied": false}]);
+    let gated = json!({"phase": "Ready", "role": role, "verdicts": verdicts});
+
+    // Only an admin creates a Plan, with a decision or without.
+    for actor in [Viewer, Approver, OtherRunner, OwnRunner] {
+        for (i, status) in [gated.clone(), json!({"phase": "Approved"})]
+            .into_iter()
+            .enumerate()
+        {
+            let name = format!("by-{}-{i}", format!("{actor:?}").to_lowercase());
+            let reply = w.post(actor, plan_with(&name, PROMPT, status)).await;
+            refused(
+                &w,
+                &reply,
+                403,
+                &name,
+                &Value::Null,
+                &format!("{actor:?} creates a Plan with a status"),
+            )
+            .await;
+        }
+    }
+
+    // Beyond the gate's decision, nothing: not even an admin's.
+    let d = diff('a', 1);
+    let approval = json!({"decision": "approve", "by": "mallory", "at": "2025-01-01T00:00:00Z", "contentHash": "x", "diffHash": d["hash"]});
+    for (what, status) in [
+        ("Approved", json!({"phase": "Approved"})),
+        (
+            "Approved with an approval",
+            json!({"phase": "Approved", "approval": approval, "diff": d}),
+        ),
+        (
+            "Ready with an approval",
+            json!({"phase": "Ready", "approval": approval}),
+        ),
+        ("Ready with a diff", json!({"phase": "Ready", "diff": d})),
+        ("Claimed", json!({"phase": "Claimed", "claimedBy": PROMPT})),
+        ("Applying", json!({"phase": "Applying"})),
+        (
+            "Succeeded",
+            json!({"phase": "Succeeded", "diff": no_changes()}),
+        ),
+        (
+            "Ready with outputs",
+            json!({"phase": "Ready", "outputs": {"ok": true}}),
+        ),
+        ("Pending with a log", json!({"log": "done"})),
+    ] {
+        // POST, and server-side apply, which creates the same way.
+        let applied = plan_with("beyond", PROMPT, status.clone());
+        let posted = w.post(Admin, plan_with("beyond", PROMPT, status)).await;
+        let path = format!("{API}/plans/beyond?fieldManager=t");
+        let applied = w.send(Admin, PROMPT, "PATCH", &path, APPLY, applied).await;
+        for (how, reply) in [("creates", posted), ("applies", applied)] {
+            let what = format!("an admin {how} a new Plan {what}");
+            refused(&w, &reply, 403, "beyond", &Value::Null, &what).await;
+        }
+    }
+
+    // The gate's decision lands as sent; the Plan's runner claims a Plan created
+    // `Ready`, and not one created `Denied` (it is finished).
+    let denied = json!({"phase": "Denied", "role": role, "message": "denied by policy: p: no"});
+    for (name, decision, claim) in [("gated", gated, 200), ("denied", denied, 409)] {
+        let reply = w
+            .post(Admin, plan_with(name, PROMPT, decision.clone()))
+            .await;
+        assert_eq!(reply.status, 201, "{name}: {}", reply.text);
+        let stored = w.get(name).await;
+        assert_eq!(stored["status"], decision, "{name}: stored as sent");
+        let claimed = json!({"phase": "Claimed", "claimedBy": PROMPT});
+        let reply = w.status(OwnRunner, name, PROMPT, claimed).await;
+        let what = format!("the runner claims a Plan created {}", decision["phase"]);
+        if claim == 200 {
+            assert_eq!(reply.status, 200, "{what}: {}", reply.text);
+        } else {
+            refused(&w, &reply, claim, name, &stored, &what).await;
+        }
+    }
 }

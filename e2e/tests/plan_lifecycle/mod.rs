@@ -119,6 +119,12 @@ impl World {
         }
     }
 
+    /// `POST`s a Plan of [`PROMPT`] as `actor`.
+    async fn post(&self, actor: Actor, plan: Value) -> Reply {
+        self.send(actor, PROMPT, "POST", &format!("{API}/plans"), JSON, plan)
+            .await
+    }
+
     async fn create(&self, name: &str, install: &str, labels: Value) {
         let reply = self
             .send(
@@ -218,8 +224,13 @@ fn plan(name: &str, install: &str, labels: Value) -> Value {
     let mut labels = labels;
     labels["outpost.dev/install"] = json!(install);
     plan["metadata"]["labels"] = labels;
-    // Dropped on create: a Plan starts without status.
-    plan["status"] = json!({"phase": "Approved"});
+    plan
+}
+
+/// [`plan`] created with `status`.
+fn plan_with(name: &str, install: &str, status: Value) -> Value {
+    let mut plan = plan(name, install, json!({}));
+    plan["status"] = status;
     plan
 }
 

@@ -21,8 +21,8 @@ use super::component_pins::{self, ComponentPins};
 use super::rendering::Renderer;
 use super::status::{set_status, set_status_with};
 use super::steps::{
-    Progress, Step, create_plan, create_ready, outputs_of, phase_in, requested_plans, short,
-    trigger_step, with_triggers,
+    PlanMaker, Progress, Step, create_plan, create_ready, outputs_of, phase_in, requested_plans,
+    short, trigger_step, with_triggers,
 };
 use super::{Context, InstallError};
 use crate::caches::plan_index::PlanIndex;
@@ -35,12 +35,17 @@ pub(super) async fn deploy(install: &Install, ctx: &Context) -> Result<Action, I
     let index = &ctx.plans;
     let namespace = install.namespace().unwrap_or_default();
     let name = install.name_any();
-    let plans_api = Api::<Plan>::namespaced(ctx.client.clone(), &namespace);
     let mut plans: BTreeMap<String, Arc<Plan>> = index.of(&namespace, &name);
     let Some(release) = ctx.apps.release(&namespace, &install.spec.app) else {
         set_status(install, ctx, InstallPhase::Pending, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
+    let maker = PlanMaker::new(
+        Api::<Plan>::namespaced(ctx.client.clone(), &namespace),
+        release.clone(),
+        ctx.apps.policies(&namespace),
+        ctx.policies.clone(),
+    );
     // The release of the objects just read, not the App's status: the App controller
     // records a change a moment after it is made, and rendering the new objects under the
     // old release's name would move a pinned install, and leave an unpinned one's status
@@ -77,17 +82,14 @@ pub(super) async fn deploy(install: &Install, ctx: &Context) -> Result<Action, I
     } = create_ready(
         &steps,
         &mut plans,
-        &plans_api,
+        &maker,
         index,
         install,
         &app,
         window_open,
     )
     .await?;
-    requested_plans(
-        install, &app, &steps, &actions, &renderer, &plans_api, index,
-    )
-    .await?;
+    requested_plans(install, &app, &steps, &actions, &renderer, &maker, index).await?;
     let done = !blocked && failed.is_none() && all_rendered;
     // Cron-triggered actions run on schedule once the install is up.
     let mut next_cron: Option<jiff::Timestamp> = None;
@@ -96,7 +98,7 @@ pub(super) async fn deploy(install: &Install, ctx: &Context) -> Result<Action, I
             install,
             app: &app,
             renderer: &renderer,
-            api: &plans_api,
+            maker: &maker,
             index,
             window_open,
         };
@@ -238,7 +240,7 @@ struct Cron<'a> {
     install: &'a Install,
     app: &'a App,
     renderer: &'a Renderer<'a>,
-    api: &'a Api<Plan>,
+    maker: &'a PlanMaker,
     index: &'a PlanIndex,
     window_open: bool,
 }
@@ -290,7 +292,7 @@ impl Cron<'_> {
             );
             if self.window_open {
                 if let Some(plan) =
-                    create_plan(self.api, self.index, self.install, self.app, &step).await?
+                    create_plan(self.maker, self.index, self.install, self.app, &step).await?
                 {
                     plans.insert(plan.name_any(), Arc::new(plan));
                 }

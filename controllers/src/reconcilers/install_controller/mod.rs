@@ -41,6 +41,7 @@ use status::WrittenStatus;
 
 use crate::caches::app_cache::AppCache;
 use crate::caches::plan_index::{InstallIndex, PlanIndex};
+use crate::logic::gate::PolicyCheck;
 
 mod component_pins;
 mod deploy;
@@ -73,10 +74,12 @@ struct Context {
     apps: AppCache,
     written: WrittenStatus,
     renders: Renders,
+    /// The gate's policy check, for the Plans this controller creates with its decision.
+    policies: PolicyCheck,
 }
 
 /// Runs the Install controller until the stream ends.
-pub async fn run(client: Client) {
+pub async fn run(client: Client, policies: PolicyCheck) {
     let plans = Arc::new(PlanIndex::default());
     let drift = Arc::new(InstallIndex::<DriftReport>::default());
     // A change to an App or its objects rolls the new release out to every install.
@@ -88,6 +91,7 @@ pub async fn run(client: Client) {
         apps,
         written: WrittenStatus::default(),
         renders: Renders::default(),
+        policies,
     });
     // An Install's own status (this controller's writes, the runner token's hash) changes
     // nothing it decides: only its spec, deletion and finalizers do.

@@ -16,7 +16,9 @@ use serde_json::Value;
 
 use super::InstallError;
 use super::rendering::Renderer;
+use crate::caches::app_cache::Release;
 use crate::caches::plan_index::PlanIndex;
+use crate::logic::gate::{PolicyCheck, judge};
 use crate::logic::maintenance::is_maintenance;
 use crate::logic::template::InstallOutputs;
 
@@ -27,6 +29,35 @@ pub(super) struct Step {
     pub(super) entity: EntityRef,
     pub(super) desired: Value,
     pub(super) waits_for: Vec<String>,
+}
+
+/// What an install's Plans are made with: the API they are created through and what
+/// the gate decides on (the release they are rendered from, the namespace's policies).
+/// A Plan is created with the gate's decision ([`judge`]): one store write where a
+/// create and the gate's status write were two, and the decision is made on exactly the
+/// objects the Plan was rendered from. (The gate still decides Plans made elsewhere: by
+/// an operator, or the drift controller.)
+pub(super) struct PlanMaker {
+    api: Api<Plan>,
+    release: Arc<Release>,
+    policies: Vec<outpost_api::Policy>,
+    check: PolicyCheck,
+}
+
+impl PlanMaker {
+    pub(super) fn new(
+        api: Api<Plan>,
+        release: Arc<Release>,
+        policies: Vec<outpost_api::Policy>,
+        check: PolicyCheck,
+    ) -> Self {
+        PlanMaker {
+            api,
+            release,
+            policies,
+            check,
+        }
+    }
 }
 
 /// The first ten characters of a hash (or uid), as Plan names carry it.
@@ -54,7 +85,7 @@ pub(super) struct Progress {
 pub(super) async fn create_ready(
     steps: &[Step],
     plans: &mut BTreeMap<String, Arc<Plan>>,
-    api: &Api<Plan>,
+    maker: &PlanMaker,
     index: &PlanIndex,
     install: &Install,
     app: &App,
@@ -85,7 +116,7 @@ pub(super) async fn create_ready(
             .all(|w| phase_in(plans, w) == Some(PlanPhase::Succeeded));
         if ready && is_maintenance(step.operation) && !window_open {
             progress.held = Some(step.name.clone());
-        } else if ready && let Some(plan) = create_plan(api, index, install, app, step).await? {
+        } else if ready && let Some(plan) = create_plan(maker, index, install, app, step).await? {
             // Counted in the status written next, so it does not take a second write.
             plans.insert(plan.name_any(), Arc::new(plan));
         }
@@ -107,7 +138,7 @@ pub(super) async fn requested_plans(
     steps: &[Step],
     actions: &[AppAction],
     renderer: &Renderer<'_>,
-    api: &Api<Plan>,
+    maker: &PlanMaker,
     index: &PlanIndex,
 ) -> Result<(), InstallError> {
     let name = install.name_any();
@@ -140,7 +171,7 @@ pub(super) async fn requested_plans(
             None => "manual".into(),
         };
         create_plan_with(
-            api,
+            maker,
             index,
             install,
             app,
@@ -290,19 +321,19 @@ pub(super) fn outputs_of(plans: &BTreeMap<String, Arc<Plan>>) -> InstallOutputs 
 
 /// Creates the Plan of `step`; the Plan as created, or `None` if it already existed.
 pub(super) async fn create_plan(
-    api: &Api<Plan>,
+    maker: &PlanMaker,
     index: &PlanIndex,
     install: &Install,
     app: &App,
     step: &Step,
 ) -> Result<Option<Plan>, InstallError> {
-    create_plan_with(api, index, install, app, step, "converge".into(), None).await
+    create_plan_with(maker, index, install, app, step, "converge".into(), None).await
 }
 
 /// Creates the Plan of `step` with `reason` and a runtime role override; the Plan as
 /// created, or `None` if it already existed.
 async fn create_plan_with(
-    api: &Api<Plan>,
+    maker: &PlanMaker,
     index: &PlanIndex,
     install: &Install,
     app: &App,
@@ -332,7 +363,15 @@ async fn create_plan_with(
         outpost_api::labels::INSTALL.to_owned(),
         install.name_any(),
     )]));
-    match api.create(&PostParams::default(), &plan).await {
+    plan.status = Some(judge(
+        &plan,
+        install,
+        &maker.release.app,
+        &maker.release.objects(),
+        &maker.policies,
+        &maker.check,
+    ));
+    match maker.api.create(&PostParams::default(), &plan).await {
         Ok(created) => {
             // The watch brings it too, but a reconcile before that must not create it again.
             index.remember(created.clone());

@@ -16,7 +16,7 @@ use serde_json::json;
 use super::rendering::Renderer;
 use super::status::set_status;
 use super::steps::{
-    Progress, Step, create_ready, outputs_of, requested_plans, short, with_triggers,
+    PlanMaker, Progress, Step, create_ready, outputs_of, requested_plans, short, with_triggers,
 };
 use super::{Context, InstallError};
 use crate::logic::graph::ComponentGraph;
@@ -29,11 +29,16 @@ pub(super) async fn teardown(install: &Install, ctx: &Context) -> Result<Action,
     let index = &ctx.plans;
     let namespace = install.namespace().unwrap_or_default();
     let name = install.name_any();
-    let plans_api = Api::<Plan>::namespaced(ctx.client.clone(), &namespace);
     let mut plans: BTreeMap<String, Arc<Plan>> = index.of(&namespace, &name);
     let Some(release) = ctx.apps.release(&namespace, &install.spec.app) else {
         return Ok(Action::await_change()); // nothing was ever deployed from a missing app
     };
+    let maker = PlanMaker::new(
+        Api::<Plan>::namespaced(ctx.client.clone(), &namespace),
+        release.clone(),
+        ctx.apps.policies(&namespace),
+        ctx.policies.clone(),
+    );
     let mut app = release.app.clone();
     app.status.get_or_insert_default().release = Some(release.hash.clone());
     let Ok(graph) = &release.graph else {
@@ -52,7 +57,7 @@ pub(super) async fn teardown(install: &Install, ctx: &Context) -> Result<Action,
     } = create_ready(
         &steps,
         &mut plans,
-        &plans_api,
+        &maker,
         index,
         install,
         &app,
@@ -65,7 +70,7 @@ pub(super) async fn teardown(install: &Install, ctx: &Context) -> Result<Action,
         &steps,
         &release.actions,
         &renderer,
-        &plans_api,
+        &maker,
         index,
     )
     .await?;
