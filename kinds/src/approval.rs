@@ -115,10 +115,7 @@ fn admit_status(
     if !serves(attributes.rt) {
         return Ok(());
     }
-    let writer = match runner_install(attributes.user) {
-        Some(_) => Writer::Runner,
-        None => Writer::Operator,
-    };
+    let writer = writer_of(attributes);
     let install = old
         .pointer("/spec/install")
         .and_then(Value::as_str)
@@ -139,12 +136,8 @@ fn admit_create(
     if !serves(attributes.rt) || new.get("status").is_none() {
         return Ok(());
     }
-    let subject = Subject::of(attributes.rt, attributes.name);
-    let writer = match runner_install(attributes.user) {
-        Some(_) => Writer::Runner,
-        None => Writer::Operator,
-    };
-    check_create_status(writer, new).map_err(|r| refused(r, subject.clone()))?;
+    check_create_status(writer_of(attributes), new)
+        .map_err(|r| refused(r, Subject::of(attributes.rt, attributes.name)))?;
     let status_write = ResourceRequest {
         verb: Verb::Update,
         name: Some(attributes.name.to_owned()),
@@ -158,6 +151,15 @@ fn admit_create(
         )));
     }
     Ok(())
+}
+
+/// Who writes, for the lifecycle: a runner token is [`Writer::Runner`], anyone else
+/// [`Writer::Operator`].
+fn writer_of(attributes: &Attributes<'_>) -> Writer {
+    match runner_install(attributes.user) {
+        Some(_) => Writer::Runner,
+        None => Writer::Operator,
+    }
 }
 
 /// The install's approval mode, from the watch cache (no store read). An install that

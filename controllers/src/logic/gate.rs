@@ -17,22 +17,17 @@ pub type PolicyCheck = Arc<dyn Fn(&Plan, &[Policy]) -> Vec<Verdict> + Send + Syn
 
 /// The gate's decision on `plan`, made from `install` and the `app` and its `objects`
 /// it was rendered from: the role the precedence chain resolves, the verdicts of those
-/// of `policies` that apply to the install (by `check`); `Ready`, or `Denied` with why.
+/// of the namespace's `policies` that apply to the install (by `check`); `Ready`, or `Denied` with why.
 /// Never `Approved`: whether a person must approve is decided on the real diff.
 pub fn judge(
     plan: &Plan,
     install: &Install,
     app: &App,
     objects: &AppObjects<'_>,
-    policies: &[Policy],
+    mut policies: Vec<Policy>,
     check: &PolicyCheck,
 ) -> PlanStatus {
     let mut status = PlanStatus::default();
-    let deny = |mut status: PlanStatus, message: String| {
-        status.phase = Some(PlanPhase::Denied);
-        status.message = Some(message);
-        status
-    };
     let context = match TemplateContext::new(app, install, &InstallOutputs::default()) {
         Ok(context) => context,
         Err(err) => {
@@ -50,11 +45,7 @@ pub fn judge(
         Err(err) => return deny(status, err.to_string()),
     }
 
-    let policies = policies
-        .iter()
-        .filter(|p| outpost_policy::applies_to_install(p, install))
-        .cloned()
-        .collect::<Vec<_>>();
+    policies.retain(|p| outpost_policy::applies_to_install(p, install));
     status.verdicts = check(plan, &policies);
     let denials: Vec<String> = status
         .verdicts
@@ -70,5 +61,12 @@ pub fn judge(
     // must approve (the install's approval mode, an `approve` policy's verdict here or on
     // the diff) is decided there, on the real diff. The gate never approves.
     status.phase = Some(PlanPhase::Ready);
+    status
+}
+
+/// `status` (what was decided so far) denying the Plan for `message`.
+pub fn deny(mut status: PlanStatus, message: String) -> PlanStatus {
+    status.phase = Some(PlanPhase::Denied);
+    status.message = Some(message);
     status
 }

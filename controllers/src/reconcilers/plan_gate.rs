@@ -9,8 +9,8 @@
 //! caches ([`AppCache`]), not asked of the API server per Plan; a Plan made from objects
 //! the caches have not seen yet waits for them.
 //!
-//! The decision itself is [`judge`](crate::logic::gate::judge): the Install controller calls it on the objects it
-//! renders a Plan from and creates the Plan with it (`Ready` or `Denied` at once, one
+//! The decision itself is [`judge`]: the Install controller calls it on the objects
+//! it renders a Plan from and creates the Plan with it (`Ready` or `Denied` at once, one
 //! store write where a create and this gate's status write were two; the server admits
 //! only the gate's fields on a create). This gate decides the Plans made otherwise (an
 //! operator's, the drift controller's).
@@ -27,7 +27,7 @@ use kube_client::{Client, ResourceExt as _};
 use outpost_api::{Install, Plan, PlanPhase, PlanStatus};
 
 use crate::caches::app_cache::AppCache;
-use crate::logic::gate::judge;
+use crate::logic::gate::{deny, judge};
 
 /// Why a gate reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -103,12 +103,6 @@ const CATCH_UP: Duration = Duration::from_secs(10);
 /// The gate's decision for one Plan; `None` while its caches are behind the Plan.
 async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateError> {
     let namespace = plan.namespace().unwrap_or_default();
-    let status = PlanStatus::default();
-    let deny = |mut status: PlanStatus, message: String| {
-        status.phase = Some(PlanPhase::Denied);
-        status.message = Some(message);
-        Some(status)
-    };
     if !ctx.apps.ready().await {
         return Ok(None);
     }
@@ -120,10 +114,10 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
         if young(plan) {
             return Ok(None);
         }
-        return Ok(deny(
-            status,
+        return Ok(Some(deny(
+            PlanStatus::default(),
             format!("install {:?} does not exist", plan.spec.install),
-        ));
+        )));
     };
     // The Plan was made from the install at `baseRevision`: its approval mode and
     // maintenance windows are read from that version or a later one, never from an older
@@ -133,10 +127,10 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
         return Ok(None);
     }
     let Some(release) = ctx.apps.release(&namespace, &install.spec.app) else {
-        return Ok(deny(
-            status,
+        return Ok(Some(deny(
+            PlanStatus::default(),
             format!("app {:?} does not exist", install.spec.app),
-        ));
+        )));
     };
     if plan
         .spec
@@ -148,13 +142,12 @@ async fn decide(plan: &Plan, ctx: &Context) -> Result<Option<PlanStatus>, GateEr
         // Made from objects the caches have not seen yet.
         return Ok(None);
     }
-    let policies = ctx.apps.policies(&namespace);
     Ok(Some(judge(
         plan,
         &install,
         &release.app,
         &release.objects(),
-        &policies,
+        ctx.apps.policies(&namespace),
         &ctx.policies,
     )))
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::ResourceExt as _;
-use kube_client::api::Api;
 use kube_client::runtime::controller::Action;
 use outpost_api::condition::{HELD, RELEASE_PINNED};
 use outpost_api::{
@@ -40,12 +39,7 @@ pub(super) async fn deploy(install: &Install, ctx: &Context) -> Result<Action, I
         set_status(install, ctx, InstallPhase::Pending, vec![], None, None).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
-    let maker = PlanMaker::new(
-        Api::<Plan>::namespaced(ctx.client.clone(), &namespace),
-        release.clone(),
-        ctx.apps.policies(&namespace),
-        ctx.policies.clone(),
-    );
+    let maker = PlanMaker::new(ctx, &namespace, &release);
     // The release of the objects just read, not the App's status: the App controller
     // records a change a moment after it is made, and rendering the new objects under the
     // old release's name would move a pinned install, and leave an unpinned one's status
@@ -240,7 +234,7 @@ struct Cron<'a> {
     install: &'a Install,
     app: &'a App,
     renderer: &'a Renderer<'a>,
-    maker: &'a PlanMaker,
+    maker: &'a PlanMaker<'a>,
     index: &'a PlanIndex,
     window_open: bool,
 }

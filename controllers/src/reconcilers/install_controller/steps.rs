@@ -14,11 +14,11 @@ use outpost_api::{
 };
 use serde_json::Value;
 
-use super::InstallError;
 use super::rendering::Renderer;
+use super::{Context, InstallError};
 use crate::caches::app_cache::Release;
 use crate::caches::plan_index::PlanIndex;
-use crate::logic::gate::{PolicyCheck, judge};
+use crate::logic::gate::judge;
 use crate::logic::maintenance::is_maintenance;
 use crate::logic::template::InstallOutputs;
 
@@ -36,26 +36,22 @@ pub(super) struct Step {
 /// A Plan is created with the gate's decision ([`judge`]): one store write where a
 /// create and the gate's status write were two, and the decision is made on exactly the
 /// objects the Plan was rendered from. (The gate still decides Plans made elsewhere: by
-/// an operator, or the drift controller.)
-pub(super) struct PlanMaker {
+/// an operator, or the drift controller.) The policies are read only when a Plan is made,
+/// not on every reconcile.
+pub(super) struct PlanMaker<'a> {
     api: Api<Plan>,
-    release: Arc<Release>,
-    policies: Vec<outpost_api::Policy>,
-    check: PolicyCheck,
+    namespace: &'a str,
+    release: &'a Release,
+    ctx: &'a Context,
 }
 
-impl PlanMaker {
-    pub(super) fn new(
-        api: Api<Plan>,
-        release: Arc<Release>,
-        policies: Vec<outpost_api::Policy>,
-        check: PolicyCheck,
-    ) -> Self {
+impl<'a> PlanMaker<'a> {
+    pub(super) fn new(ctx: &'a Context, namespace: &'a str, release: &'a Release) -> Self {
         PlanMaker {
-            api,
+            api: Api::namespaced(ctx.client.clone(), namespace),
+            namespace,
             release,
-            policies,
-            check,
+            ctx,
         }
     }
 }
@@ -85,7 +81,7 @@ pub(super) struct Progress {
 pub(super) async fn create_ready(
     steps: &[Step],
     plans: &mut BTreeMap<String, Arc<Plan>>,
-    maker: &PlanMaker,
+    maker: &PlanMaker<'_>,
     index: &PlanIndex,
     install: &Install,
     app: &App,
@@ -138,7 +134,7 @@ pub(super) async fn requested_plans(
     steps: &[Step],
     actions: &[AppAction],
     renderer: &Renderer<'_>,
-    maker: &PlanMaker,
+    maker: &PlanMaker<'_>,
     index: &PlanIndex,
 ) -> Result<(), InstallError> {
     let name = install.name_any();
@@ -321,7 +317,7 @@ pub(super) fn outputs_of(plans: &BTreeMap<String, Arc<Plan>>) -> InstallOutputs 
 
 /// Creates the Plan of `step`; the Plan as created, or `None` if it already existed.
 pub(super) async fn create_plan(
-    maker: &PlanMaker,
+    maker: &PlanMaker<'_>,
     index: &PlanIndex,
     install: &Install,
     app: &App,
@@ -333,7 +329,7 @@ pub(super) async fn create_plan(
 /// Creates the Plan of `step` with `reason` and a runtime role override; the Plan as
 /// created, or `None` if it already existed.
 async fn create_plan_with(
-    maker: &PlanMaker,
+    maker: &PlanMaker<'_>,
     index: &PlanIndex,
     install: &Install,
     app: &App,
@@ -368,8 +364,8 @@ async fn create_plan_with(
         install,
         &maker.release.app,
         &maker.release.objects(),
-        &maker.policies,
-        &maker.check,
+        maker.ctx.apps.policies(maker.namespace),
+        &maker.ctx.policies,
     ));
     match maker.api.create(&PostParams::default(), &plan).await {
         Ok(created) => {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_client::ResourceExt as _;
-use kube_client::api::Api;
 use kube_client::runtime::controller::Action;
 use outpost_api::{App, Component, EntityKind, EntityRef, Install, InstallPhase, Operation, Plan};
 use serde_json::json;
@@ -33,12 +32,7 @@ pub(super) async fn teardown(install: &Install, ctx: &Context) -> Result<Action,
     let Some(release) = ctx.apps.release(&namespace, &install.spec.app) else {
         return Ok(Action::await_change()); // nothing was ever deployed from a missing app
     };
-    let maker = PlanMaker::new(
-        Api::<Plan>::namespaced(ctx.client.clone(), &namespace),
-        release.clone(),
-        ctx.apps.policies(&namespace),
-        ctx.policies.clone(),
-    );
+    let maker = PlanMaker::new(ctx, &namespace, &release);
     let mut app = release.app.clone();
     app.status.get_or_insert_default().release = Some(release.hash.clone());
     let Ok(graph) = &release.graph else {
