@@ -178,7 +178,7 @@ impl Drop for RunnerProcess {
     }
 }
 
-/// `NAME` next to the running executable (`target/release/` under `./x bench`).
+/// `NAME` next to the running executable (`target/fleet/` under `./x bench`).
 pub fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot locate the running executable")?;
     let path = exe.with_file_name(name);

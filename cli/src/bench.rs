@@ -96,6 +96,9 @@ pub enum BenchCommand {
         timeout_seconds: u64,
         /// Keep the server's and controllers' logs in this directory
         /// (`STORE-server.log`, `STORE-controllers.log`; `RUST_LOG` sets their level).
+        /// With `OUTPOST_BENCH_HEAPTRACK=STORE-server` (or `STORE-controllers`) that process
+        /// runs under heaptrack, its heap profile written here as `NAME.heaptrack.zst`; build
+        /// with `--features system-allocator` (and debug info) so heaptrack sees allocations.
         #[arg(long)]
         logs: Option<std::path::PathBuf>,
     },

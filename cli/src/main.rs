@@ -29,7 +29,9 @@ mod wait;
 /// mimalloc instead of glibc's allocator: the API server builds and drops many small JSON
 /// values per request and event, and with glibc `free` and its chunk merging took a third
 /// of the server's CPU in `outpost bench fleet` (1000 installs, etcd; see
-/// docs/ARCHITECTURE.md, "Allocator").
+/// docs/ARCHITECTURE.md, "Allocator"). The `system-allocator` feature keeps glibc's, for
+/// heap profilers that interpose `malloc` (heaptrack; see `outpost bench fleet --help`).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -29,7 +28,7 @@ use crate::status::ApiError;
 use crate::storage::Revision;
 use crate::table;
 use crate::watch_cache::{
-    CachedEvent, CachedObject, EventType, LiveEvents, Stopped, encode_json_line, encode_line,
+    CachedEvent, CachedObject, EventType, Line, LiveEvents, Stopped, encode_line,
 };
 
 /// How long a watch that starts with the current state waits for the watch cache to
@@ -54,7 +53,7 @@ impl View {
             && self.filter.matches(object)
     }
 
-    fn line(&self, event_type: EventType, object: &CachedObject) -> Bytes {
+    fn line(&self, event_type: EventType, object: &CachedObject) -> Line {
         match self.table {
             Some(include) => {
                 let with_headers = !self.headers_sent.replace(true);
@@ -68,12 +67,12 @@ impl View {
                 );
                 encode_line(event_type.as_str(), &row)
             }
-            None => encode_json_line(event_type.as_str(), object.json()),
+            None => Line::Event(event_type, object.json().clone()),
         }
     }
 
     /// The line this watcher gets for a change, if any.
-    fn event(&self, event: &CachedEvent) -> Option<Bytes> {
+    fn event(&self, event: &CachedEvent) -> Option<Line> {
         let now = self.sees(&event.object);
         let before = event.prev.as_deref().is_some_and(|p| self.sees(p));
         let event_type = match (event.event_type(), before, now) {
@@ -87,10 +86,10 @@ impl View {
         if self.table.is_some() || event_type != event.event_type() {
             return Some(self.line(event_type, &event.object));
         }
-        Some(event.encoded(event_type))
+        Some(event.line(event_type))
     }
 
-    fn bookmark(&self, revision: Revision, initial_end: bool) -> Bytes {
+    fn bookmark(&self, revision: Revision, initial_end: bool) -> Line {
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if initial_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -112,7 +111,7 @@ async fn send_bookmark(
     view: &mut View,
     live: &mut LiveEvents,
     last: &mut Revision,
-    tx: &mpsc::Sender<Bytes>,
+    tx: &mpsc::Sender<Line>,
 ) -> bool {
     let (queued, progress) = live.drain();
     for event in queued {
@@ -133,7 +132,7 @@ async fn send_bookmark(
     tx.send(view.bookmark(*last, false)).await.is_ok()
 }
 
-fn error_line(err: &ApiError) -> Bytes {
+fn error_line(err: &ApiError) -> Line {
     encode_line("ERROR", &err.status())
 }
 
@@ -202,7 +201,7 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
             (snapshot.revision, Ok((Vec::new(), live)))
         }
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let (tx, rx) = mpsc::channel::<Line>(256);
     let interval = state.config.bookmark_interval;
     state.metrics.watch_started(&call.rt.plural);
     tokio::spawn(async move {
@@ -286,9 +285,9 @@ pub async fn watch(call: Call) -> Result<Response, ApiError> {
             }
         }
     });
-    let mut response = Response::new(Body::from_stream(
-        ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
-    ));
+    let mut response = Response::new(Body::from_stream(ReceiverStream::new(rx).flat_map(
+        |line| futures::stream::iter(line.chunks().map(Ok::<_, std::convert::Infallible>)),
+    )));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -229,3 +229,34 @@ async fn a_watcher_that_lagged_gets_no_progress_from_drain() {
         "it lagged: its bookmark stays at its last change"
     );
 }
+
+#[tokio::test]
+async fn an_events_line_is_the_cached_json_between_head_and_tail_not_a_copy() {
+    let (_dir, _store, caches) = started().await;
+    let cache = widgets(&caches);
+    let (_, mut live) = cache.list_and_subscribe(Some("shop"), None, |_| true);
+    put(&cache, "a", "t1", 2);
+    let event = next(&mut live).await;
+    let chunks: Vec<Bytes> = event.line(EventType::Added).chunks().collect();
+    assert_eq!(chunks.len(), 3);
+    // The object's chunk is the cache's own bytes, shared, not copied.
+    assert_eq!(chunks[1].as_ptr(), event.object.json().as_ptr());
+    let line: Vec<u8> = chunks.concat();
+    assert_eq!(line.last(), Some(&b'\n'));
+    let decoded: Value = serde_json::from_slice(&line).expect("one JSON object per line");
+    assert_eq!(decoded["type"], "ADDED");
+    assert_eq!(decoded["object"]["metadata"]["name"], "a");
+    assert_eq!(decoded["object"]["metadata"]["resourceVersion"], "2");
+    for (event_type, name) in [
+        (EventType::Modified, "MODIFIED"),
+        (EventType::Deleted, "DELETED"),
+    ] {
+        let line: Vec<u8> = event.line(event_type).chunks().collect::<Vec<_>>().concat();
+        let decoded: Value = serde_json::from_slice(&line).expect("JSON");
+        assert_eq!(decoded["type"], name);
+    }
+    let whole = encode_line("BOOKMARK", &json!({"metadata": {"resourceVersion": "2"}}));
+    let chunks: Vec<Bytes> = whole.chunks().collect();
+    assert_eq!(chunks.len(), 1);
+    assert!(chunks[0].ends_with(b"}\n"));
+}

@@ -264,7 +264,17 @@ impl ControlPlane {
 /// dropped.
 fn outpost(dir: &Path, name: &str) -> Command {
     let exe = std::env::current_exe().expect("the running executable has a path");
-    let mut command = Command::new(exe);
+    // `OUTPOST_BENCH_HEAPTRACK=NAME`: that process runs under heaptrack, its profile in `dir`.
+    let mut command = if std::env::var("OUTPOST_BENCH_HEAPTRACK").ok().as_deref() == Some(name) {
+        let mut heaptrack = Command::new("heaptrack");
+        heaptrack
+            .arg("-o")
+            .arg(dir.join(format!("{name}.heaptrack")))
+            .arg(exe);
+        heaptrack
+    } else {
+        Command::new(exe)
+    };
     let log = std::fs::File::create(dir.join(format!("{name}.log")))
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());

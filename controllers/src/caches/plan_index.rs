@@ -11,8 +11,9 @@
 //! ([`Indexed::concerns_install`]): a Plan's gating, approval and claim do not.
 //!
 //! What the controller never reads is dropped as objects come in (a Plan's rendered
-//! desired state and every object's managed fields): the index holds every Plan of the
-//! fleet, and those are most of a Plan's size.
+//! desired state, the parts of its status that are the gate's, the runner's and
+//! approvers' — role, verdicts, diff, approval, claim, log — and every object's managed
+//! fields): the index holds every Plan of the fleet, and those are most of a Plan's size.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +24,7 @@ use kube_client::api::Api;
 use kube_client::runtime::reflector::ObjectRef;
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, Resource, ResourceExt as _};
-use outpost_api::{DriftReport, Install, Plan, PlanPhase};
+use outpost_api::{DriftReport, Install, Plan, PlanPhase, PlanStatus};
 
 use outpost_api::labels::INSTALL as INSTALL_LABEL;
 
@@ -54,9 +55,19 @@ pub trait Indexed:
 }
 
 impl Indexed for Plan {
+    /// Keeps of the status what the controller reads: the phase, when it finished, the
+    /// outputs (templates refer to them), and the message and reason.
     fn trim(&mut self) {
         self.metadata.managed_fields = None;
         self.spec.desired_state = None;
+        self.status = self.status.take().map(|status| PlanStatus {
+            phase: status.phase,
+            finished_at: status.finished_at,
+            outputs: status.outputs,
+            message: status.message,
+            reason: status.reason,
+            ..PlanStatus::default()
+        });
     }
 
     /// A Plan the controller did not know of, or one that finished (it may unblock the
@@ -220,4 +231,42 @@ impl<K: Indexed> InstallIndex<K> {
 fn key_of<K: Resource>(object: &K) -> Option<(String, String)> {
     let install = object.labels().get(INSTALL_LABEL)?;
     Some((object.namespace()?, install.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_indexed_plan_keeps_what_the_install_controller_reads() {
+        let mut plan: Plan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {INSTALL_LABEL: "i"},
+                         "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"install": "i", "entity": {"kind": "component", "name": "c"},
+                     "operation": "deploy", "desiredState": {"type": "job"}},
+            "status": {"phase": "Succeeded", "finishedAt": "2026-11-27T00:00:00Z",
+                       "outputs": {"url": "https://x"}, "message": "done", "reason": "NoChanges",
+                       "claimedBy": "runner", "log": "applied",
+                       "verdicts": [{"policy": "p", "denied": false, "enforcement": "deny"}],
+                       "diff": {"hash": "sha256:00", "summary": "nothing", "short": "+0 ~0 -0",
+                                "add": 0, "change": 0, "destroy": 0}},
+        }))
+        .expect("a valid Plan");
+        let whole = plan.status.clone().expect("a status");
+        assert!(whole.diff.is_some() && whole.log.is_some() && whole.claimed_by.is_some());
+        plan.trim();
+        assert_eq!(plan.metadata.managed_fields, None);
+        assert_eq!(plan.spec.desired_state, None);
+        let status = plan.status.expect("kept");
+        assert_eq!(status.phase, Some(PlanPhase::Succeeded));
+        assert!(status.finished_at.is_some());
+        assert_eq!(status.outputs["url"], "https://x");
+        assert_eq!(status.message.as_deref(), Some("done"));
+        assert_eq!(status.reason.as_deref(), Some("NoChanges"));
+        assert_eq!(status.claimed_by, None);
+        assert_eq!(status.log, None);
+        assert!(status.verdicts.is_empty());
+        assert_eq!(status.diff, None);
+    }
 }

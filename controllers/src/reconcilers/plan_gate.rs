@@ -52,6 +52,7 @@ pub async fn run(client: Client, policies: PolicyCheck) {
     let (installs, installs_writer) = reflector::store();
     let install_changes = watcher(Api::<Install>::all(client.clone()), crate::watch_config())
         .default_backoff()
+        .modify(crate::drop_managed_fields)
         .reflect(installs_writer);
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -59,17 +60,13 @@ pub async fn run(client: Client, policies: PolicyCheck) {
         apps,
         installs,
     });
-    // The gate keeps every Plan in memory; once a Plan is decided, it never reads its
-    // rendered state again, so that (most of a Plan) is not kept.
+    // The gate keeps every Plan in memory; once a Plan is decided, it reads nothing of it
+    // but its phase again, so neither its rendered state nor the rest of its status (a
+    // role, verdicts, the runner's diff, outputs and log) is kept.
     let (plans, plans_writer) = reflector::store();
     let plan_events = watcher(Api::<Plan>::all(client), crate::watch_config())
         .default_backoff()
-        .modify(|plan: &mut Plan| {
-            plan.metadata.managed_fields = None;
-            if !is_pending(plan) {
-                plan.spec.desired_state = None;
-            }
-        })
+        .modify(trim)
         .reflect(plans_writer)
         .applied_objects();
     let gate = Controller::for_stream(plan_events, plans)
@@ -86,6 +83,19 @@ pub async fn run(client: Client, policies: PolicyCheck) {
         app_changes.for_each(|_| std::future::ready(())),
         install_changes.for_each(|_| std::future::ready(())),
     );
+}
+
+/// What the gate keeps of a Plan: all it decides on while the Plan is pending, and its
+/// phase after that.
+fn trim(plan: &mut Plan) {
+    plan.metadata.managed_fields = None;
+    if !is_pending(plan) {
+        plan.spec.desired_state = None;
+        plan.status = plan.status.take().map(|status| PlanStatus {
+            phase: status.phase,
+            ..PlanStatus::default()
+        });
+    }
 }
 
 /// Whether the gate has yet to decide `plan`.
@@ -217,6 +227,38 @@ fn error_policy(_: Arc<Plan>, err: &GateError, _: Arc<Context>) -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_keeps_a_pending_plan_whole_and_of_a_decided_one_its_phase() {
+        let plan = |phase: &str| -> Plan {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
+                "metadata": {"name": "p", "managedFields": [{"manager": "m"}]},
+                "spec": {"install": "i", "entity": {"kind": "component", "name": "c"},
+                         "operation": "deploy", "desiredState": {"type": "job"}},
+                "status": {"phase": phase, "message": "m", "claimedBy": "runner"},
+            }))
+            .expect("a valid Plan")
+        };
+        let mut pending = plan("Pending");
+        trim(&mut pending);
+        assert_eq!(pending.metadata.managed_fields, None);
+        assert!(pending.spec.desired_state.is_some());
+        assert_eq!(
+            pending.status.as_ref().and_then(|s| s.message.as_deref()),
+            Some("m")
+        );
+        let mut decided = plan("Succeeded");
+        trim(&mut decided);
+        assert_eq!(decided.spec.desired_state, None);
+        assert_eq!(
+            decided.status,
+            Some(PlanStatus {
+                phase: Some(PlanPhase::Succeeded),
+                ..PlanStatus::default()
+            })
+        );
+    }
 
     #[test]
     fn a_cached_install_older_than_the_plans_base_is_not_decided_on() {

@@ -98,6 +98,7 @@ pub async fn run(client: Client, policies: PolicyCheck) {
     let (installs, installs_writer) = reflector::store();
     let install_events = watcher(Api::<Install>::all(client.clone()), crate::watch_config())
         .default_backoff()
+        .modify(crate::drop_managed_fields)
         .reflect(installs_writer)
         .applied_objects()
         .predicate_filter(spec_or_lifecycle, Default::default());
