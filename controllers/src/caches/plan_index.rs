@@ -43,7 +43,7 @@ pub trait Indexed:
 {
     /// Drops what the index's readers do not need.
     fn trim(&mut self) {
-        self.meta_mut().managed_fields = None;
+        crate::drop_managed_fields(self);
     }
 
     /// Whether the change from `before` (as indexed, `None` if unknown) to `after` can
@@ -58,7 +58,7 @@ impl Indexed for Plan {
     /// Keeps of the status what the controller reads: the phase, when it finished, the
     /// outputs (templates refer to them), and the message and reason.
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
+        crate::drop_managed_fields(self);
         self.spec.desired_state = None;
         self.status = self.status.take().map(|status| PlanStatus {
             phase: status.phase,

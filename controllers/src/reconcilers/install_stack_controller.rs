@@ -155,7 +155,7 @@ async fn reconcile(
 /// the controllers' memory (`outpost bench fleet --installs 300`: 62 of 111 MiB of heap,
 /// about 210 KiB per install; heaptrack).
 fn keep_digest(stack: &mut InstallStack) {
-    stack.metadata.managed_fields = None;
+    crate::drop_managed_fields(stack);
     stack.spec.template = Value::String(digest(&stack.spec));
     stack.spec.parameters.clear();
 }

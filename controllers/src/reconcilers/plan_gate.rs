@@ -88,7 +88,7 @@ pub async fn run(client: Client, policies: PolicyCheck) {
 /// What the gate keeps of a Plan: all it decides on while the Plan is pending, and its
 /// phase after that.
 fn trim(plan: &mut Plan) {
-    plan.metadata.managed_fields = None;
+    crate::drop_managed_fields(plan);
     if !is_pending(plan) {
         plan.spec.desired_state = None;
         plan.status = plan.status.take().map(|status| PlanStatus {
