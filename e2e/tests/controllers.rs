@@ -73,6 +73,41 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
         "the error says what to check"
     );
 
+    // A stack deleted or edited by hand is rendered again at once: the controller
+    // watches its stacks, deletions included (its periodic re-render is an hour away).
+    const UID: &[&str] = &[
+        "get",
+        "installstack",
+        "acme",
+        "--ignore-not-found",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ];
+    let deleted = kubectl.ok(UID);
+    assert!(!deleted.is_empty());
+    kubectl.ok(&["delete", "installstack", "acme"]);
+    kubectl.eventually(30, UID, |uid| !uid.is_empty() && uid != deleted);
+    kubectl.ok(&[
+        "patch",
+        "installstack",
+        "acme",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"version":"edited","template":{"Resources":{}}}}"#,
+    ]);
+    kubectl.eventually(
+        30,
+        &[
+            "get",
+            "installstack",
+            "acme",
+            "-o",
+            "jsonpath={.spec.version} {.spec.template.Parameters.RunnerToken.NoEcho}",
+        ],
+        |s| !s.starts_with("edited") && s.ends_with("true"),
+    );
+
     // A component depending on a component that does not exist makes the app Invalid.
     let broken = cp.scratch().join("broken.yaml");
     std::fs::write(

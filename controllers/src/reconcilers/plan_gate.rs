@@ -46,14 +46,10 @@ struct Context {
     installs: Store<Install>,
 }
 
-/// Runs the Plan gate until the stream ends.
-pub async fn run(client: Client, policies: PolicyCheck) {
+/// Runs the Plan gate until the stream ends; it reads Installs from the shared store
+/// (`installs`, [`crate::caches::installs::InstallCache`]).
+pub async fn run(client: Client, policies: PolicyCheck, installs: Store<Install>) {
     let (apps, app_changes) = AppCache::new(&client);
-    let (installs, installs_writer) = reflector::store();
-    let install_changes = watcher(Api::<Install>::all(client.clone()), crate::watch_config())
-        .default_backoff()
-        .modify(crate::drop_managed_fields)
-        .reflect(installs_writer);
     let ctx = Arc::new(Context {
         client: client.clone(),
         policies,
@@ -78,11 +74,7 @@ pub async fn run(client: Client, policies: PolicyCheck) {
             }
         });
     // The caches' watches run as long as the gate does.
-    tokio::join!(
-        gate,
-        app_changes.for_each(|_| std::future::ready(())),
-        install_changes.for_each(|_| std::future::ready(())),
-    );
+    tokio::join!(gate, app_changes.for_each(|_| std::future::ready(())));
 }
 
 /// What the gate keeps of a Plan: all it decides on while the Plan is pending, and its

@@ -25,12 +25,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::api::{Api, ListParams, Patch, PatchParams};
 use kube_client::core::{Selector, SelectorExt as _};
 use kube_client::runtime::controller::{Action, Controller};
-use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{
     App, Component, Halt, Install, Plan, Rollout, RolloutPhase, RolloutStatus, WaveStatus,
@@ -39,6 +38,7 @@ use serde_json::json;
 
 use outpost_api::labels::INSTALL as INSTALL_LABEL;
 
+use crate::caches::installs::{Change, touched};
 use crate::logic::rollout_waves::{Next, Outcome, form_waves, next_step, outcome, tally};
 
 /// Condition: the rollout halted by itself (reason and failing installs in the message).
@@ -56,20 +56,15 @@ struct Context {
     client: Client,
 }
 
-/// Runs the Rollout controller until the stream ends.
-pub async fn run(client: Client) {
+/// Runs the Rollout controller until the stream ends; `changes` follows the shared watch
+/// of Installs ([`crate::caches::installs::InstallCache`]).
+pub async fn run(client: Client, changes: impl Stream<Item = Change> + Send + 'static) {
     let ctx = Arc::new(Context {
         client: client.clone(),
     });
     // An install's status moving (a Plan succeeded or failed) may complete or halt a wave.
-    let install_changes =
-        watcher::watcher(Api::<Install>::all(client.clone()), crate::watch_config())
-            .default_backoff()
-            .filter_map(|e| async move {
-                matches!(e, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))).then_some(())
-            });
     Controller::new(Api::<Rollout>::all(client), crate::watch_config())
-        .reconcile_all_on(install_changes)
+        .reconcile_all_on(touched(changes))
         .with_config(crate::controller_config())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -61,13 +61,30 @@ pub fn all_controllers(public_urls: Vec<String>) -> Start {
         Box::pin(async move {
             let policies: crate::reconcilers::plan_gate::PolicyCheck =
                 std::sync::Arc::new(crate::logic::plan_policies::check_plan);
+            // One watch of Installs for every controller that reads them; its followers
+            // are taken before it runs.
+            let mut installs = crate::caches::installs::InstallCache::default();
+            let store = installs.store();
+            let (for_installs, for_stacks, for_rollouts) =
+                (installs.follow(), installs.follow(), installs.follow());
             tokio::join!(
+                installs.watch(client.clone()),
                 crate::reconcilers::app_controller::run(client.clone()),
-                crate::reconcilers::plan_gate::run(client.clone(), policies.clone()),
-                crate::reconcilers::install_controller::run(client.clone(), policies),
+                crate::reconcilers::plan_gate::run(client.clone(), policies.clone(), store.clone()),
+                crate::reconcilers::install_controller::run(
+                    client.clone(),
+                    policies,
+                    store.clone(),
+                    for_installs
+                ),
                 crate::reconcilers::drift_controller::run(client.clone()),
-                crate::reconcilers::rollout_controller::run(client.clone()),
-                crate::reconcilers::install_stack_controller::run(client, stack_options),
+                crate::reconcilers::rollout_controller::run(client.clone(), for_rollouts),
+                crate::reconcilers::install_stack_controller::run(
+                    client,
+                    stack_options,
+                    store,
+                    for_stacks
+                ),
             );
         })
     })

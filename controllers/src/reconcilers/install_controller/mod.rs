@@ -29,17 +29,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
+use futures::{Stream, StreamExt as _};
 use kube_client::api::Api;
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::finalizer::{Event, finalizer};
-use kube_client::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube_client::runtime::reflector::Store;
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{DriftReport, Install};
 use rendering::Renders;
 use status::WrittenStatus;
 
 use crate::caches::app_cache::AppCache;
+use crate::caches::installs::{Change, applied};
 use crate::caches::plan_index::{InstallIndex, PlanIndex};
 use crate::logic::gate::PolicyCheck;
 
@@ -78,8 +79,14 @@ struct Context {
     policies: PolicyCheck,
 }
 
-/// Runs the Install controller until the stream ends.
-pub async fn run(client: Client, policies: PolicyCheck) {
+/// Runs the Install controller until the stream ends, on the shared watch of Installs:
+/// its store and a follower of its changes ([`crate::caches::installs::InstallCache`]).
+pub async fn run(
+    client: Client,
+    policies: PolicyCheck,
+    installs: Store<Install>,
+    changes: impl Stream<Item = Change> + Send + 'static,
+) {
     let plans = Arc::new(PlanIndex::default());
     let drift = Arc::new(InstallIndex::<DriftReport>::default());
     // A change to an App or its objects rolls the new release out to every install.
@@ -95,14 +102,7 @@ pub async fn run(client: Client, policies: PolicyCheck) {
     });
     // An Install's own status (this controller's writes, the runner token's hash) changes
     // nothing it decides: only its spec, deletion and finalizers do.
-    let (installs, installs_writer) = reflector::store();
-    let install_events = watcher(Api::<Install>::all(client.clone()), crate::watch_config())
-        .default_backoff()
-        .modify(crate::drop_managed_fields)
-        .reflect(installs_writer)
-        .applied_objects()
-        .predicate_filter(spec_or_lifecycle, Default::default());
-    Controller::for_stream(install_events, installs)
+    Controller::for_shared_stream(applied(changes, spec_or_lifecycle), installs)
         .reconcile_on(plans.watch(client.clone()))
         // A component's drift shows in the Install status as its DriftReport changes.
         .reconcile_on(drift.watch(client))
