@@ -312,18 +312,20 @@ pub fn prepare_update(
         check_url_namespace(new, namespace)?;
     }
     if scope == WriteScope::Status {
-        // Only status changes; metadata and spec stay as they were.
-        let status = new.get("status").cloned();
-        let mut merged = old.clone();
-        match status {
-            Some(status) => merged["status"] = status,
-            None => {
-                if let Some(o) = merged.as_object_mut() {
-                    o.remove("status");
-                }
-            }
+        // Only status changes; metadata and spec stay as they were. (The old status is
+        // not copied only to be replaced: a status write's object is mostly spec.)
+        let status = new.as_object_mut().and_then(|o| o.remove("status"));
+        let mut merged: Map<String, Value> = old
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| *key != "status")
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        if let Some(status) = status {
+            merged.insert("status".into(), status);
         }
-        *new = merged;
+        *new = Value::Object(merged);
         return Ok(());
     }
     if rt.status_subresource {

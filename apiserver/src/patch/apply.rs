@@ -3,11 +3,13 @@
 
 use serde_json::{Map, Value};
 
-use super::fields::{FieldPath, FieldSet, ListShape, PathElement, fields_v1_contains};
+use super::fields::{
+    FieldPath, FieldSet, ListShape, PathElement, fields_v1_insert, fields_v1_remove,
+};
 use super::managed::{
     APPLY, EncodedEntry, ManagedEntry, Manager, UPDATE, decode_managed_fields,
     encode_managed_fields, encoded_managed_fields, strip_server_fields, strip_server_fields_mut,
-    write_managed_fields,
+    take_encoded_managed_fields, write_managed_fields,
 };
 use crate::status::{ApiError, Subject};
 
@@ -184,14 +186,22 @@ pub fn record_update(
         .is_some_and(|list| list.len() == 1 && list[0].as_object().is_some_and(Map::is_empty));
     // A patch carries the live managedFields along: only different ones were sent.
     let sent = updated.pointer("/metadata/managedFields");
-    if sent.is_some() && sent != live.pointer("/metadata/managedFields") {
+    let carried = sent.is_some() && sent == live.pointer("/metadata/managedFields");
+    if sent.is_some() && !carried {
         let from_request = decode_managed_fields(updated);
         if !from_request.is_empty() {
             record_update_over(from_request, live, updated, field_manager, operation, now);
             return;
         }
     }
-    let mut entries = encoded_managed_fields(live);
+    // The live entries: moved out of `updated` when it carries them (most updates
+    // do), cloned from `live` otherwise (sent entries that do not decode are ignored,
+    // as kube ignores them).
+    let mut entries = if carried {
+        take_encoded_managed_fields(updated)
+    } else {
+        encoded_managed_fields(live)
+    };
     if reset || (existing.is_some() && entries.is_empty()) {
         encode_managed_fields(updated, Vec::new());
         return;
@@ -200,50 +210,33 @@ pub fn record_update(
         updater,
         changed,
         removed,
-        taken,
     } = Update::of(field_manager, operation, live, updated);
-    let holds = |entry: &EncodedEntry, set: &FieldSet| {
-        set.0
-            .iter()
-            .any(|p| fields_v1_contains(&entry.fields_v1, p))
-    };
-    let mut own: Option<EncodedEntry> = None;
-    entries.retain_mut(|entry| {
-        if entry.manager.same_as(&updater) {
-            own = Some(entry.clone());
-            return false;
+    let own = entries
+        .iter()
+        .position(|entry| entry.manager.same_as(&updater))
+        .map(|i| entries.remove(i));
+    // Other managers lose what was changed or removed; their trees are edited in
+    // place, not decoded and encoded again, and one that owned none of it is untouched.
+    for entry in &mut entries {
+        for path in changed.0.iter().chain(&removed.0) {
+            fields_v1_remove(&mut entry.fields_v1, path);
         }
-        // Only an entry that held some of the fields taken is decoded and rewritten.
-        if holds(entry, &taken) {
-            let fields = FieldSet::from_fields_v1(&entry.fields_v1).unwrap_or_default();
-            entry.fields_v1 = fields.difference(&taken).to_fields_v1();
-        }
-        true
-    });
-    let own_time = own.as_ref().and_then(|e| e.time.clone());
-    let fields_v1 = match own {
-        // Already owns every field changed and none removed: its fields stay as written.
-        Some(entry)
-            if changed
-                .0
-                .iter()
-                .all(|p| fields_v1_contains(&entry.fields_v1, p))
-                && !holds(&entry, &removed) =>
-        {
-            entry.fields_v1
-        }
-        entry => {
-            let owned = entry
-                .and_then(|e| FieldSet::from_fields_v1(&e.fields_v1).ok())
-                .unwrap_or_default();
-            owned.difference(&removed).union(&changed).to_fields_v1()
-        }
-    };
-    let time = if !changed.is_empty() || own_time.is_none() {
+    }
+    let time = if !changed.is_empty() || own.as_ref().is_none_or(|e| e.time.is_none()) {
         Some(now.to_owned())
     } else {
-        own_time
+        own.as_ref().and_then(|e| e.time.clone())
     };
+    let mut fields_v1 = own.map_or_else(|| Value::Object(Map::new()), |e| e.fields_v1);
+    if !fields_v1.is_object() {
+        fields_v1 = Value::Object(Map::new());
+    }
+    for path in &removed.0 {
+        fields_v1_remove(&mut fields_v1, path);
+    }
+    for path in &changed.0 {
+        fields_v1_insert(&mut fields_v1, path);
+    }
     entries.push(EncodedEntry {
         manager: updater,
         time,
@@ -253,12 +246,11 @@ pub fn record_update(
 }
 
 /// An update of `live` to `updated` by one manager: the fields it changed (added or
-/// modified), removed, and takes from other managers (both).
+/// modified) and removed. It takes both from other managers.
 struct Update {
     updater: Manager,
     changed: FieldSet,
     removed: FieldSet,
-    taken: FieldSet,
 }
 
 impl Update {
@@ -269,14 +261,16 @@ impl Update {
             api_version: api_version(updated, live),
             subresource: String::new(),
         };
-        let diff = Diff::between(live, updated);
-        let changed = diff.added.union(&diff.modified);
-        let taken = changed.union(&diff.removed);
+        let Diff {
+            added: mut changed,
+            modified,
+            removed,
+        } = Diff::between(live, updated);
+        changed.0.extend(modified.0);
         Update {
             updater,
             changed,
-            removed: diff.removed,
-            taken,
+            removed,
         }
     }
 }
@@ -295,8 +289,8 @@ fn record_update_over(
         updater,
         changed,
         removed,
-        taken,
     } = Update::of(field_manager, operation, live, updated);
+    let taken = changed.union(&removed);
     let mut own = FieldSet::default();
     let mut own_time = None;
     entries.retain_mut(|entry| {
@@ -464,8 +458,12 @@ impl Diff {
             .keys()
             .chain(new.keys().filter(|k| !old.contains_key(*k)))
         {
-            let child = path.child(PathElement::Field(key.clone()));
             let (before, after) = (old.get(key), new.get(key));
+            if before == after {
+                // Most of an object, mostly: no path is built for it.
+                continue;
+            }
+            let child = path.child(PathElement::Field(key.clone()));
             if root
                 && key == "metadata"
                 && let (Some(Value::Object(before)), Some(Value::Object(after))) = (before, after)
@@ -475,8 +473,11 @@ impl Diff {
                     .chain(after.keys().filter(|k| !before.contains_key(*k)))
                     .filter(|k| *k != "managedFields")
                 {
-                    let grandchild = child.child(PathElement::Field(key.clone()));
-                    self.compare(&grandchild, before.get(key), after.get(key));
+                    let (before, after) = (before.get(key), after.get(key));
+                    if before != after {
+                        let grandchild = child.child(PathElement::Field(key.clone()));
+                        self.compare(&grandchild, before, after);
+                    }
                 }
                 continue;
             }
@@ -506,26 +507,34 @@ impl Diff {
                     self.modified.0.insert(path.clone());
                     return;
                 }
+                // Each item's element once: matching items by elements computed
+                // anew for every pair made the diff of a list quadratic in allocations.
+                let old_elements: Vec<Option<PathElement>> =
+                    o.iter().map(|item| shape.element(item)).collect();
+                let new_elements: Vec<Option<PathElement>> =
+                    n.iter().map(|item| shape.element(item)).collect();
                 fn find<'a>(
-                    shape: &ListShape,
+                    elements: &[Option<PathElement>],
                     items: &'a [Value],
-                    element: &Option<PathElement>,
+                    element: &PathElement,
                 ) -> Option<&'a Value> {
-                    items.iter().find(|i| &shape.element(i) == element)
+                    let i = elements.iter().position(|e| e.as_ref() == Some(element))?;
+                    items.get(i)
                 }
-                for item in o.iter().chain(
-                    n.iter()
-                        .filter(|i| find(&shape, o, &shape.element(i)).is_none()),
-                ) {
-                    let element = shape.element(item);
-                    let Some(el) = element.clone() else { continue };
-                    let (before, after) = (find(&shape, o, &element), find(&shape, n, &element));
-                    let item_path = path.child(el);
+                let added = new_elements.iter().filter(|e| {
+                    e.as_ref()
+                        .is_some_and(|e| find(&old_elements, o, e).is_none())
+                });
+                for element in old_elements.iter().chain(added).flatten() {
+                    let before = find(&old_elements, o, element);
+                    let after = find(&new_elements, n, element);
+                    if before == after {
+                        continue;
+                    }
+                    let item_path = path.child(element.clone());
                     match (before, after) {
                         (Some(Value::Object(b)), Some(Value::Object(a))) => {
-                            if b != a {
-                                self.children(&item_path, b, a, false);
-                            }
+                            self.children(&item_path, b, a, false);
                         }
                         (Some(b), Some(a)) => {
                             let empty = Map::new();

@@ -374,3 +374,21 @@ fn removed_fields_leave_every_owner() {
         "removing owns nothing"
     );
 }
+
+#[test]
+fn managed_fields_sent_that_do_not_decode_leave_the_live_ones() {
+    let mut created = stored(config(json!({"a": 1, "b": 1})));
+    record_update(None, &mut created, "kubectl-create", "Update", T0);
+    let mut edited = created.clone();
+    edited["spec"]["a"] = json!(2);
+    edited["metadata"]["managedFields"] = json!([{"manager": "", "fieldsV1": "not a tree"}]);
+    record_update(Some(&created), &mut edited, "kubectl-edit", "Update", T1);
+    assert_eq!(
+        entry(&edited, "kubectl-create").unwrap()["fieldsV1"],
+        json!({"f:spec": {".": {}, "f:b": {}}})
+    );
+    assert_eq!(
+        entry(&edited, "kubectl-edit").unwrap()["fieldsV1"],
+        json!({"f:spec": {"f:a": {}}})
+    );
+}

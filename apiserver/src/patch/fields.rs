@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 /// One step of a [`FieldPath`], ordered like structured-merge-diff orders them.
@@ -363,29 +364,106 @@ pub fn field_set_cost(object: &Value, budget: usize) -> usize {
     total
 }
 
-/// Whether the `FieldsV1` tree `tree` holds `path`, without decoding it: the path's
-/// node exists and is a member (a leaf `{}` or a node with `.`). List-item keys are
-/// compared as written, and, failing that, as their JSON values.
-pub fn fields_v1_contains(tree: &Value, path: &FieldPath) -> bool {
-    let mut node = tree;
-    for element in &path.0 {
-        let Some(map) = node.as_object() else {
+/// The key under which `map` (a node of a `FieldsV1` tree) holds `element`: its
+/// encoding or, for list items, a key written differently that decodes to it.
+fn node_key(map: &Map<String, Value>, element: &PathElement) -> Option<String> {
+    let encoded = encode_element(element);
+    if map.contains_key(&encoded) {
+        return Some(encoded);
+    }
+    match element {
+        PathElement::Key(_) | PathElement::Value(_) => map
+            .keys()
+            .find(|key| decode_element(key).is_ok_and(|e| e == *element))
+            .cloned(),
+        _ => None,
+    }
+}
+
+/// Adds `path` to the `FieldsV1` tree `tree` in place, as decoding the tree, adding
+/// `path` and encoding the set again would (up to how untouched nodes were written).
+/// A write usually adds a few fields to what its manager owns: this touches their
+/// nodes only, where a decode and an encode rebuild every path the manager owns.
+pub fn fields_v1_insert(tree: &mut Value, path: &FieldPath) {
+    let Some((last, parents)) = path.0.split_last() else {
+        return;
+    };
+    let Some(mut node) = tree.as_object_mut() else {
+        return;
+    };
+    for element in parents {
+        let key = node_key(node, element).unwrap_or_else(|| encode_element(element));
+        let child = match node.entry(key) {
+            Entry::Vacant(vacant) => vacant.insert(Value::Object(Map::new())),
+            Entry::Occupied(occupied) => {
+                let child = occupied.into_mut();
+                match &mut *child {
+                    // A leaf member gaining a child stays a member: `".": {}`.
+                    Value::Object(map) if map.is_empty() => {
+                        map.insert(MEMBER.into(), Value::Object(Map::new()));
+                    }
+                    Value::Object(_) => {}
+                    other => *other = Value::Object(Map::new()),
+                }
+                child
+            }
+        };
+        node = child.as_object_mut().expect("an object by construction");
+    }
+    let key = node_key(node, last).unwrap_or_else(|| encode_element(last));
+    match node.entry(key) {
+        Entry::Vacant(vacant) => {
+            vacant.insert(Value::Object(Map::new()));
+        }
+        Entry::Occupied(mut occupied) => match occupied.get_mut() {
+            Value::Object(map) => {
+                if !map.is_empty() {
+                    map.insert(MEMBER.into(), Value::Object(Map::new()));
+                }
+            }
+            other => *other = Value::Object(Map::new()),
+        },
+    }
+}
+
+/// Removes `path` from the `FieldsV1` tree `tree` in place, as decoding the tree,
+/// removing `path` and encoding the set again would (up to how untouched nodes were
+/// written): a container that owned nothing else goes with it.
+pub fn fields_v1_remove(tree: &mut Value, path: &FieldPath) {
+    /// Removes `path` under `node`; whether anything was removed.
+    fn remove_under(node: &mut Map<String, Value>, path: &[PathElement]) -> bool {
+        let Some((first, rest)) = path.split_first() else {
             return false;
         };
-        let child = map.get(&encode_element(element)).or_else(|| match element {
-            PathElement::Key(_) | PathElement::Value(_) => map
-                .iter()
-                .find(|(key, _)| decode_element(key).is_ok_and(|e| e == *element))
-                .map(|(_, child)| child),
-            _ => None,
-        });
-        match child {
-            Some(child) => node = child,
-            None => return false,
+        let Some(key) = node_key(node, first) else {
+            return false;
+        };
+        let Some(Value::Object(child)) = node.get_mut(&key) else {
+            return false;
+        };
+        if rest.is_empty() {
+            if child.keys().any(|k| k != MEMBER) {
+                // Its children stay; it is no longer a member itself.
+                return child.remove(MEMBER).is_some();
+            }
+            node.remove(&key);
+            return true;
         }
+        if !remove_under(child, rest) {
+            return false;
+        }
+        if child.is_empty() {
+            // A container that was not a member and lost its last child.
+            node.remove(&key);
+        } else if child.len() == 1 && child.contains_key(MEMBER) {
+            // A member container that lost its last child: a leaf member.
+            child.clear();
+        }
+        true
     }
-    node.as_object()
-        .is_some_and(|map| map.is_empty() || map.contains_key(MEMBER))
+    if let Some(root) = tree.as_object_mut() {
+        remove_under(root, &path.0);
+    }
 }
 
 /// A leaf member is `{}`; a container member keeps `".": {}` beside its children.
@@ -474,39 +552,83 @@ mod tests {
         assert_eq!(set.to_fields_v1(), encoded);
     }
 
-    #[test]
-    fn fields_v1_contains_what_decoding_would_hold() {
-        let encoded = json!({
-            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
-            "f:spec": {
-                "f:replicas": {},
-                "f:containers": {"k:{ \"name\": \"nginx\" }": {".": {}, "f:image": {}}},
-            },
-        });
-        let set = FieldSet::from_fields_v1(&encoded).unwrap();
-        let paths = [
-            FieldPath::fields(&["metadata", "labels"]),
-            FieldPath::fields(&["metadata", "labels", "app"]),
-            FieldPath::fields(&["metadata"]),
-            FieldPath::fields(&["spec"]),
-            FieldPath::fields(&["spec", "replicas"]),
-            FieldPath::fields(&["spec", "other"]),
-            FieldPath::fields(&["spec", "containers"]),
-            FieldPath::fields(&["spec", "containers"])
-                .child(PathElement::Key("{\"name\":\"nginx\"}".into())),
-            FieldPath::fields(&["spec", "containers"])
-                .child(PathElement::Key("{\"name\":\"nginx\"}".into()))
-                .child(PathElement::Field("image".into())),
-            FieldPath::fields(&["spec", "containers"])
-                .child(PathElement::Key("{\"name\":\"web\"}".into())),
+    /// Every path of one to three steps over a few elements of each kind.
+    fn universe() -> Vec<FieldPath> {
+        let elements = [
+            PathElement::Field("a".into()),
+            PathElement::Field("b".into()),
+            PathElement::Key("{\"name\":\"x\"}".into()),
+            PathElement::Value("\"s\"".into()),
         ];
-        for path in paths {
-            assert_eq!(
-                fields_v1_contains(&encoded, &path),
-                set.contains(&path),
-                "{path}"
-            );
+        let mut paths = vec![FieldPath::default()];
+        let mut all = Vec::new();
+        for _ in 0..3 {
+            paths = paths
+                .iter()
+                .flat_map(|p| elements.iter().map(|e| p.child(e.clone())))
+                .collect();
+            all.extend(paths.iter().cloned());
         }
+        all
+    }
+
+    #[test]
+    fn fields_v1_edits_in_place_match_decoding_editing_and_encoding() {
+        let universe = universe();
+        // A fixed xorshift sequence: the same sets on every run.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for _ in 0..2_000 {
+            let mut set = FieldSet::default();
+            for _ in 0..next(8) {
+                set.insert(universe[next(universe.len())].clone());
+            }
+            let path = if set.is_empty() || next(2) == 0 {
+                universe[next(universe.len())].clone()
+            } else {
+                set.0.iter().nth(next(set.0.len())).cloned().unwrap()
+            };
+            let tree = set.to_fields_v1();
+
+            let mut inserted = tree.clone();
+            fields_v1_insert(&mut inserted, &path);
+            let mut with = set.clone();
+            with.insert(path.clone());
+            assert_eq!(inserted, with.to_fields_v1(), "{set:?} + {path}");
+
+            let mut removed = tree.clone();
+            fields_v1_remove(&mut removed, &path);
+            let mut without = set.clone();
+            without.0.remove(&path);
+            assert_eq!(removed, without.to_fields_v1(), "{set:?} - {path}");
+            assert_eq!(FieldSet::from_fields_v1(&removed).unwrap(), without);
+        }
+    }
+
+    #[test]
+    fn fields_v1_edits_find_list_items_written_differently() {
+        // A client may send `managedFields` with list-item keys not in compact form.
+        let containers = FieldPath::fields(&["spec", "containers"]);
+        let nginx = containers.child(PathElement::Key("{\"name\":\"nginx\"}".into()));
+        let mut tree = json!({
+            "f:spec": {"f:containers": {"k:{\"name\": \"nginx\"}": {".": {}, "f:image": {}}}},
+        });
+        fields_v1_insert(&mut tree, &nginx.child(PathElement::Field("name".into())));
+        assert_eq!(
+            tree,
+            json!({"f:spec": {"f:containers": {
+                "k:{\"name\": \"nginx\"}": {".": {}, "f:image": {}, "f:name": {}},
+            }}})
+        );
+        fields_v1_remove(&mut tree, &nginx);
+        fields_v1_remove(&mut tree, &nginx.child(PathElement::Field("image".into())));
+        fields_v1_remove(&mut tree, &nginx.child(PathElement::Field("name".into())));
+        assert_eq!(tree, json!({}));
     }
 
     #[test]

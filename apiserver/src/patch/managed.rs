@@ -105,28 +105,56 @@ pub fn encoded_managed_fields(object: &Value) -> Vec<EncodedEntry> {
     entries
         .iter()
         .filter_map(|entry| {
-            let text = |key: &str| {
-                entry
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
             let fields_v1 = entry.get("fieldsV1").filter(|f| f.is_object())?.clone();
-            (text("fieldsType") == "FieldsV1" && !text("manager").is_empty()).then(|| {
-                EncodedEntry {
-                    manager: Manager {
-                        name: text("manager"),
-                        operation: text("operation"),
-                        api_version: text("apiVersion"),
-                        subresource: text("subresource"),
-                    },
-                    time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
-                    fields_v1,
-                }
-            })
+            EncodedEntry::of(entry, fields_v1)
         })
         .collect()
+}
+
+/// [`encoded_managed_fields`], moved out of `object` (which is left without
+/// `metadata.managedFields`) rather than copied.
+pub fn take_encoded_managed_fields(object: &mut Value) -> Vec<EncodedEntry> {
+    let Some(Value::Array(entries)) = object
+        .pointer_mut("/metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|metadata| metadata.remove("managedFields"))
+    else {
+        return Vec::new();
+    };
+    entries
+        .into_iter()
+        .filter_map(|mut entry| {
+            let fields_v1 = entry
+                .as_object_mut()?
+                .remove("fieldsV1")
+                .filter(Value::is_object)?;
+            EncodedEntry::of(&entry, fields_v1)
+        })
+        .collect()
+}
+
+impl EncodedEntry {
+    /// The entry `entry` of `managedFields` with its `fields_v1`; `None` unless it is
+    /// `FieldsV1` with a manager.
+    fn of(entry: &Value, fields_v1: Value) -> Option<EncodedEntry> {
+        let text = |key: &str| {
+            entry
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        (text("fieldsType") == "FieldsV1" && !text("manager").is_empty()).then(|| EncodedEntry {
+            manager: Manager {
+                name: text("manager"),
+                operation: text("operation"),
+                api_version: text("apiVersion"),
+                subresource: text("subresource"),
+            },
+            time: entry.get("time").and_then(Value::as_str).map(str::to_owned),
+            fields_v1,
+        })
+    }
 }
 
 /// Writes `entries` into `object`'s `metadata.managedFields` in kube's order

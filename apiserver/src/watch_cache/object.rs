@@ -4,9 +4,11 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use bytes::Bytes;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::object_meta::{from_store, set_resource_version};
 use crate::registry::{IndexBy, ResourceType};
@@ -31,6 +33,9 @@ pub struct CachedObject {
 impl CachedObject {
     /// The stored object of type `rt`, with `resourceVersion` set from the store.
     pub fn from_store(rt: &ResourceType, kv: &KeyValue) -> Result<CachedObject, ApiError> {
+        if let Some(object) = CachedObject::from_stored_json(rt, kv) {
+            return Ok(object);
+        }
         let object = from_store(kv)?;
         Ok(CachedObject::new(
             rt,
@@ -40,12 +45,136 @@ impl CachedObject {
         ))
     }
 
+    /// [`CachedObject::from_store`] without decoding the object: the store keeps what
+    /// [`to_store`](crate::object_meta::to_store) wrote, compact JSON with sorted keys,
+    /// and the cache's JSON is those bytes with `"resourceVersion"` spliced into
+    /// `metadata` where sorting puts it, byte for byte what encoding the decoded
+    /// object would give. Only the members selectors read are decoded. `None` (decode
+    /// it) for anything else: keys with escapes, `metadata` not an object or with a
+    /// `resourceVersion`, members out of order.
+    fn from_stored_json(rt: &ResourceType, kv: &KeyValue) -> Option<CachedObject> {
+        type Members<'a> = BTreeMap<&'a str, &'a RawValue>;
+        /// The members of `raw` if it is an object; `Err` if it is one that does not
+        /// decode with borrowed keys.
+        fn members(raw: &RawValue) -> Result<Option<Members<'_>>, ()> {
+            if raw.get().starts_with('{') {
+                serde_json::from_str(raw.get()).map(Some).map_err(|_| ())
+            } else {
+                Ok(None)
+            }
+        }
+        let bytes = &kv.value[..];
+        let offset = |raw: &RawValue| {
+            let at = (raw.get().as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+            (at < bytes.len()).then_some(at)
+        };
+        let top: Members = serde_json::from_slice(bytes).ok()?;
+        let metadata_raw = *top.get("metadata")?;
+        let metadata = members(metadata_raw).ok()??;
+        if metadata.contains_key("resourceVersion") {
+            return None;
+        }
+        // The members must be in the text in key order, as `to_store` wrote them.
+        let mut at = 0;
+        for raw in metadata.values() {
+            let next = offset(raw)?;
+            if next < at {
+                return None;
+            }
+            at = next;
+        }
+        let revision = kv.mod_revision.to_string();
+        let (splice, member) = match metadata
+            .range::<str, _>((Bound::Excluded("resourceVersion"), Bound::Unbounded))
+            .next()
+        {
+            // Before the first member sorted after it: `"key":value`.
+            Some((key, raw)) => {
+                let at = offset(raw)?.checked_sub(key.len() + 3)?;
+                let written = bytes.get(at..at + key.len() + 3)?;
+                if written != format!("\"{key}\":").as_bytes() {
+                    return None;
+                }
+                (at, format!("\"resourceVersion\":\"{revision}\","))
+            }
+            // Last: before `metadata`'s closing brace.
+            None => {
+                let end = offset(metadata_raw)? + metadata_raw.get().len() - 1;
+                if bytes.get(end) != Some(&b'}') {
+                    return None;
+                }
+                let comma = if metadata.is_empty() { "" } else { "," };
+                (end, format!("{comma}\"resourceVersion\":\"{revision}\""))
+            }
+        };
+        let mut json = Vec::with_capacity(bytes.len() + member.len());
+        json.extend_from_slice(&bytes[..splice]);
+        json.extend_from_slice(member.as_bytes());
+        json.extend_from_slice(&bytes[splice..]);
+
+        let labels = match metadata.get("labels") {
+            Some(raw) => match members(raw).ok()? {
+                Some(labels) => labels
+                    .into_iter()
+                    .filter(|(_, value)| value.get().starts_with('"'))
+                    .map(|(key, value)| {
+                        Some((key.to_owned(), serde_json::from_str(value.get()).ok()?))
+                    })
+                    .collect::<Option<_>>()?,
+                None => BTreeMap::new(),
+            },
+            None => BTreeMap::new(),
+        };
+        // A field's text as `Selectable for Value` reads it: `""` when missing or
+        // null, a string's value, any other value's compact JSON.
+        let text = |path: &str| -> Option<String> {
+            let mut segments = path.split('.');
+            let first = segments.next()?;
+            // `metadata` is decoded already.
+            let found = match first {
+                "metadata" => segments
+                    .next()
+                    .map_or(Some(metadata_raw), |second| metadata.get(second).copied()),
+                _ => top.get(first).copied(),
+            };
+            let Some(mut value) = found else {
+                return Some(String::new());
+            };
+            for segment in segments {
+                match members(value)
+                    .ok()?
+                    .and_then(|map| map.get(segment).copied())
+                {
+                    Some(raw) => value = raw,
+                    None => return Some(String::new()),
+                }
+            }
+            let raw = value.get();
+            if raw == "null" {
+                Some(String::new())
+            } else if raw.starts_with('"') {
+                serde_json::from_str(raw).ok()
+            } else {
+                Some(serde_json::from_str::<Value>(raw).ok()?.to_string())
+            }
+        };
+        let mut fields: Vec<(String, String)> = field_paths(rt)
+            .map(|path| Some((path.to_owned(), text(path)?)))
+            .collect::<Option<_>>()?;
+        fields.sort();
+        fields.dedup_by(|a, b| a.0 == b.0);
+        Some(CachedObject {
+            key: kv.key.clone(),
+            revision: kv.mod_revision,
+            labels,
+            fields,
+            json: Bytes::from(json),
+        })
+    }
+
     /// `object` (already carrying its `resourceVersion`) at `revision`.
     pub fn new(rt: &ResourceType, key: String, revision: Revision, object: &Value) -> Self {
-        let mut fields: Vec<(String, String)> = ["metadata.name", "metadata.namespace"]
-            .into_iter()
-            .chain(rt.index.iter().map(|i| i.field.as_str()))
-            .chain(rt.selectable_fields.iter().map(String::as_str))
+        let mut fields: Vec<(String, String)> = field_paths(rt)
             .map(|path| (path.to_owned(), object.field(path).into_owned()))
             .collect();
         fields.sort();
@@ -117,6 +246,14 @@ impl CachedObject {
     }
 }
 
+/// The fields of an object of type `rt` the cache keeps the text of.
+fn field_paths(rt: &ResourceType) -> impl Iterator<Item = &str> {
+    ["metadata.name", "metadata.namespace"]
+        .into_iter()
+        .chain(rt.index.iter().map(|i| i.field.as_str()))
+        .chain(rt.selectable_fields.iter().map(String::as_str))
+}
+
 impl Selectable for CachedObject {
     fn labels(&self) -> Cow<'_, BTreeMap<String, String>> {
         Cow::Borrowed(&self.labels)
@@ -134,6 +271,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::object_meta::to_store;
 
     fn widgets() -> ResourceType {
         let mut rt = ResourceType::schemaless("example.com", "v1", "Widget", "widgets", true);
@@ -198,5 +336,90 @@ mod tests {
         );
         let none = CachedObject::new(&rt, "k".into(), 1, &json!({"metadata": {"name": "w"}}));
         assert_eq!(none.index_keys(rt.index.as_ref()).count(), 0);
+    }
+
+    /// The object decoded and encoded again: what the cache kept before it spliced.
+    fn decoded(rt: &ResourceType, kv: &KeyValue) -> CachedObject {
+        CachedObject::new(
+            rt,
+            kv.key.clone(),
+            kv.mod_revision,
+            &from_store(kv).unwrap(),
+        )
+    }
+
+    fn stored(value: Vec<u8>) -> KeyValue {
+        KeyValue {
+            key: "/registry/example.com/widgets/shop/w1".into(),
+            value: value.into(),
+            create_revision: 3,
+            mod_revision: 1234,
+            version: 2,
+        }
+    }
+
+    #[test]
+    fn stored_json_is_served_with_its_revision_spliced_in_byte_for_byte() {
+        let mut rt = widgets();
+        rt.selectable_fields = vec!["status.phase".into(), "spec.size".into()];
+        let objects = [
+            json!({
+                "apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {
+                    "name": "w1", "namespace": "shop", "uid": "u-1", "generation": 2,
+                    "creationTimestamp": "2026-11-27T10:00:00Z",
+                    "labels": {"example.com/owner": "acme", "n": 1, "quote": "a\"b"},
+                    "managedFields": [{"manager": "m", "operation": "Update",
+                                       "fieldsType": "FieldsV1",
+                                       "fieldsV1": {"f:spec": {"f:owner": {}}}}],
+                },
+                "spec": {"owner": "acme", "size": 3, "tags": ["é", "\n"]},
+                "status": {"phase": {"nested": [1, 2.5, null]}},
+            }),
+            // Every member sorts before `resourceVersion`: it goes last.
+            json!({"metadata": {"name": "w2", "namespace": "shop"}, "spec": {"owner": null}}),
+            json!({"metadata": {}, "spec": {"owner": "x"}}),
+            json!({"metadata": {"uid": "u"}, "status": "not an object"}),
+        ];
+        for object in objects {
+            let kv = stored(to_store(&object).to_vec());
+            let spliced = CachedObject::from_stored_json(&rt, &kv)
+                .unwrap_or_else(|| panic!("not spliced: {object}"));
+            let decoded = decoded(&rt, &kv);
+            assert_eq!(spliced.json, decoded.json, "{object}");
+            assert_eq!(spliced.labels, decoded.labels, "{object}");
+            assert_eq!(spliced.fields, decoded.fields, "{object}");
+            assert_eq!(spliced.key, decoded.key);
+            assert_eq!(spliced.revision, 1234);
+            assert_eq!(
+                spliced.value().unwrap()["metadata"]["resourceVersion"],
+                "1234"
+            );
+        }
+    }
+
+    #[test]
+    fn stored_json_the_splice_cannot_read_is_decoded() {
+        let rt = widgets();
+        let cases = [
+            // A key with an escape, in metadata.
+            br#"{"metadata":{"labels":{"a\"b":"c"},"name":"w"}}"#.to_vec(),
+            // Members out of order.
+            br#"{"metadata":{"uid":"u","name":"w"}}"#.to_vec(),
+            // A resourceVersion stored.
+            br#"{"metadata":{"name":"w","resourceVersion":"5"}}"#.to_vec(),
+            // Not compact.
+            br#"{"metadata": {"name": "w", "uid" : "u"}}"#.to_vec(),
+            // No metadata, or not an object.
+            br#"{"spec":{}}"#.to_vec(),
+            br#"{"metadata":[]}"#.to_vec(),
+        ];
+        for value in cases {
+            let kv = stored(value);
+            let text = String::from_utf8_lossy(&kv.value).into_owned();
+            assert!(CachedObject::from_stored_json(&rt, &kv).is_none(), "{text}");
+            let cached = CachedObject::from_store(&rt, &kv).unwrap();
+            assert_eq!(cached.json, decoded(&rt, &kv).json, "{text}");
+        }
     }
 }
