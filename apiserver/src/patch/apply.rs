@@ -222,15 +222,15 @@ pub fn record_update(
             fields_v1_remove(&mut entry.fields_v1, path);
         }
     }
-    let time = if !changed.is_empty() || own.as_ref().is_none_or(|e| e.time.is_none()) {
-        Some(now.to_owned())
+    let (own_time, own_fields) = own.map_or((None, None), |e| (e.time, Some(e.fields_v1)));
+    let time = if changed.is_empty() && own_time.is_some() {
+        own_time
     } else {
-        own.as_ref().and_then(|e| e.time.clone())
+        Some(now.to_owned())
     };
-    let mut fields_v1 = own.map_or_else(|| Value::Object(Map::new()), |e| e.fields_v1);
-    if !fields_v1.is_object() {
-        fields_v1 = Value::Object(Map::new());
-    }
+    let mut fields_v1 = own_fields
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::Object(Map::new()));
     for path in &removed.0 {
         fields_v1_remove(&mut fields_v1, path);
     }
