@@ -40,6 +40,68 @@ pub const OBJECT_META_FIELDS: &[&str] = &[
     "uid",
 ];
 
+/// Where a walk is in an object: a path kept on the stack, one link per level, and
+/// written out (`spec.inputs[0].name`, `spec.variables[key]`) only for what is
+/// reported. The walks visit every node of every object written, and most objects have
+/// nothing to report: a `String` built per node was most of their cost.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    /// The object itself (an empty path).
+    Root,
+    /// `.name` under `parent` (`name` at the root).
+    Field(&'a Path<'a>, &'a str),
+    /// `[i]` under `parent`: an item of a list.
+    Index(&'a Path<'a>, usize),
+    /// `[key]` under `parent`: a value of a map (`additionalProperties`).
+    Key(&'a Path<'a>, &'a str),
+}
+
+impl<'a> Path<'a> {
+    fn field(&'a self, name: &'a str) -> Path<'a> {
+        Path::Field(self, name)
+    }
+
+    fn index(&'a self, i: usize) -> Path<'a> {
+        Path::Index(self, i)
+    }
+
+    fn key(&'a self, key: &'a str) -> Path<'a> {
+        Path::Key(self, key)
+    }
+
+    /// The dotted path, as [`child`] and `format!("{path}[{i}]")` spell it.
+    fn render(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out);
+        out
+    }
+
+    fn write(&self, out: &mut String) {
+        match *self {
+            Path::Root => {}
+            Path::Field(parent, name) => {
+                parent.write(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(name);
+            }
+            Path::Index(parent, i) => {
+                parent.write(out);
+                out.push('[');
+                out.push_str(&i.to_string());
+                out.push(']');
+            }
+            Path::Key(parent, key) => {
+                parent.write(out);
+                out.push('[');
+                out.push_str(key);
+                out.push(']');
+            }
+        }
+    }
+}
+
 /// `parent.name`, or `name` at the root.
 fn child(parent: &str, name: &str) -> String {
     if parent.is_empty() {

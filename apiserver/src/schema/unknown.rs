@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{OBJECT_META_FIELDS, child, flag, sub_schemas};
+use super::{OBJECT_META_FIELDS, Path, child, flag, sub_schemas};
 
 /// Dotted paths (`spec.foo`, `spec.inputs[0].bar`, `metadata.foo`) of every field
 /// of `object` that `schema` does not declare, in the order of the object's keys.
@@ -23,10 +23,11 @@ use super::{OBJECT_META_FIELDS, child, flag, sub_schemas};
 /// assert_eq!(unknown, ["metadata.foo", "spec.bar"]);
 /// ```
 pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
-    // One traversal serves both this and `prune`: it prunes a copy and records.
-    let mut copy = object.clone();
+    // Every write walks its whole object here, and almost every object has nothing
+    // unknown: the walk reads without copying and writes out only the paths it reports.
+    // It visits what `prune` visits, in the same order (pinned by a test).
     let mut unknown = Vec::new();
-    prune_resource(schema, &mut copy, "", &mut unknown);
+    find_in_resource(schema, object, &Path::Root, &mut unknown);
     unknown
 }
 
@@ -63,6 +64,79 @@ pub fn strict_decoding_message(paths: &[String]) -> String {
         })
         .collect();
     format!("strict decoding error: {}", fields.join(", "))
+}
+
+/// [`prune_resource`] without pruning: what it would drop, in the order it reports.
+fn find_in_resource(schema: &Value, value: &Value, path: &Path<'_>, unknown: &mut Vec<String>) {
+    let Some(fields) = value.as_object() else {
+        return find_in_value(Some(schema), value, path, unknown);
+    };
+    let mut found = Vec::new();
+    let fields_of_type = fields
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "apiVersion" | "kind"));
+    find_in_fields(Some(schema), fields_of_type, path, &mut found);
+    if let Some(meta) = fields.get("metadata").and_then(Value::as_object) {
+        let path = path.field("metadata");
+        found.extend(
+            meta.keys()
+                .filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str()))
+                .map(|k| path.field(k).render()),
+        );
+    }
+    found.sort();
+    unknown.extend(found);
+}
+
+/// [`prune_value`] without pruning.
+fn find_in_value(
+    schema: Option<&Value>,
+    value: &Value,
+    path: &Path<'_>,
+    unknown: &mut Vec<String>,
+) {
+    if let Some(schema) = schema
+        && flag(schema, "x-kubernetes-embedded-resource")
+        && value.is_object()
+    {
+        return find_in_resource(schema, value, path, unknown);
+    }
+    match value {
+        Value::Object(fields) => find_in_fields(schema, fields.iter(), path, unknown),
+        Value::Array(items) => {
+            let items_schema = schema.and_then(|s| s.get("items"));
+            let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+            if items_schema.is_none() && preserve {
+                return;
+            }
+            for (i, item) in items.iter().enumerate() {
+                find_in_value(items_schema, item, &path.index(i), unknown);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// [`prune_fields`] without pruning.
+fn find_in_fields<'a>(
+    schema: Option<&Value>,
+    fields: impl Iterator<Item = (&'a String, &'a Value)>,
+    path: &Path<'_>,
+    unknown: &mut Vec<String>,
+) {
+    let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+    let additional = schema.and_then(|s| s.get("additionalProperties"));
+    let keep_all = preserve || additional.and_then(Value::as_bool) == Some(true);
+    let additional = additional.filter(|a| a.is_object());
+    for (name, field) in fields {
+        if let Some(property) = schema.and_then(|s| property(s, name)) {
+            find_in_value(Some(property), field, &path.field(name), unknown);
+        } else if let Some(additional) = additional {
+            find_in_value(Some(additional), field, &path.field(name), unknown);
+        } else if !keep_all {
+            unknown.push(path.field(name).render());
+        }
+    }
 }
 
 /// A resource root (the object itself or an embedded resource): `apiVersion`

@@ -159,3 +159,91 @@ fn arrays_of_objects_in_preserved_values_are_kept_whole() {
     prune(&schema, &mut pruned);
     assert_eq!(pruned, object);
 }
+
+#[test]
+fn finding_unknown_fields_reports_what_pruning_drops_in_the_same_order() {
+    // `unknown_fields` walks without copying; `prune` drops as it goes. Both must see the
+    // same fields in the same order: random objects that mostly follow `schema()` or a
+    // real CRD's schema (known fields, maps, lists, embedded and preserved values) and
+    // stray from it now and then.
+    let schemas = [schema(), crate::testing::widget_schema()];
+    let names = [
+        "apiVersion",
+        "kind",
+        "metadata",
+        "name",
+        "labels",
+        "foo",
+        "typo",
+        "uid",
+    ];
+    // A fixed xorshift sequence: the same objects on every run.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    fn random(
+        next: &mut dyn FnMut(usize) -> usize,
+        schema: Option<&Value>,
+        names: &[&str],
+        depth: usize,
+    ) -> Value {
+        let declared = |k: &str| schema.and_then(|s| s.get(k));
+        let shape = match declared("type").and_then(Value::as_str) {
+            _ if depth == 0 => next(3),
+            Some("object") if next(5) > 0 => 4,
+            Some("array") if next(5) > 0 => 3,
+            _ => next(5),
+        };
+        match shape {
+            0 => Value::from(next(10)),
+            1 => Value::from(names[next(names.len())]),
+            2 => Value::Null,
+            3 => Value::Array(
+                (0..next(4))
+                    .map(|_| random(next, declared("items"), names, depth - 1))
+                    .collect(),
+            ),
+            _ => {
+                let properties: Vec<(&String, &Value)> = declared("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.iter().collect())
+                    .unwrap_or_default();
+                let additional = declared("additionalProperties").filter(|a| a.is_object());
+                Value::Object(
+                    (0..next(5))
+                        .map(|_| match next(3) {
+                            0 if !properties.is_empty() => {
+                                let (name, sub) = properties[next(properties.len())];
+                                (name.clone(), random(next, Some(sub), names, depth - 1))
+                            }
+                            1 if additional.is_some() => {
+                                let name = format!("k{}", next(3));
+                                (name, random(next, additional, names, depth - 1))
+                            }
+                            _ => {
+                                let name = names[next(names.len())].to_owned();
+                                (name, random(next, None, names, depth - 1))
+                            }
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+    let mut reported = 0;
+    for case in 0..4_000 {
+        let schema = &schemas[case % schemas.len()];
+        let object = random(&mut next, Some(schema), &names, 7);
+        let found = unknown_fields(schema, &object);
+        let mut dropped = Vec::new();
+        super::prune_resource(schema, &mut object.clone(), "", &mut dropped);
+        assert_eq!(found, dropped, "{object}");
+        reported += usize::from(!found.is_empty());
+    }
+    // The cases are not all trivially empty.
+    assert!(reported > 1_000, "only {reported} cases had unknown fields");
+}

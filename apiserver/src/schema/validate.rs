@@ -3,7 +3,7 @@
 use crate::status::{FieldError, FieldErrorKind};
 use serde_json::{Number, Value};
 
-use super::{child, flag, sub_schemas};
+use super::{Path, flag, sub_schemas};
 
 /// Every way `object` breaks `schema` (the CRD's `openAPIV3Schema` of the whole
 /// object), as Kubernetes reports it: `spec.replicas: Invalid value: "string":
@@ -32,15 +32,19 @@ pub fn validate(schema: &Value, object: &Value) -> Vec<FieldError> {
     if let Some(metadata) = object.get("metadata")
         && !metadata.is_object()
     {
-        errors.push(type_error("metadata", metadata, "object"));
+        errors.push(type_error(
+            &Path::Root.field("metadata"),
+            metadata,
+            "object",
+        ));
     }
-    check(schema, object, "", true, &mut errors);
+    check(schema, object, &Path::Root, true, &mut errors);
     errors
 }
 
 /// Checks `value` at `path` against `schema`; `root` skips `apiVersion`,
 /// `kind` and `metadata`.
-fn check(schema: &Value, value: &Value, path: &str, root: bool, errors: &mut Vec<FieldError>) {
+fn check(schema: &Value, value: &Value, path: &Path<'_>, root: bool, errors: &mut Vec<FieldError>) {
     if value.is_null() {
         if !flag(schema, "nullable")
             && let Some(expected) = declared_type(schema)
@@ -65,7 +69,7 @@ fn check(schema: &Value, value: &Value, path: &str, root: bool, errors: &mut Vec
     {
         let supported: Vec<String> = allowed.iter().map(|v| quote(&plain(v))).collect();
         errors.push(FieldError {
-            field: path.to_owned(),
+            field: path.render(),
             kind: FieldErrorKind::NotSupported,
             message: format!(
                 "Unsupported value: {}: supported values: {}",
@@ -109,7 +113,13 @@ fn check(schema: &Value, value: &Value, path: &str, root: bool, errors: &mut Vec
     }
 }
 
-fn check_string(schema: &Value, s: &str, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
+fn check_string(
+    schema: &Value,
+    s: &str,
+    value: &Value,
+    path: &Path<'_>,
+    errors: &mut Vec<FieldError>,
+) {
     let chars = s.chars().count();
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
         && (chars as u64) < min
@@ -123,11 +133,11 @@ fn check_string(schema: &Value, s: &str, value: &Value, path: &str, errors: &mut
     if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
         && (chars as u64) > max
     {
-        errors.push(FieldError::too_long(path, max as usize));
+        errors.push(FieldError::too_long(path.render(), max as usize));
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
         // A pattern that does not compile would have been refused with the CRD.
-        && let Ok(re) = regex::Regex::new(pattern)
+        && let Some(re) = compiled(pattern)
         && !re.is_match(s)
     {
         errors.push(invalid(path, value, &format!("should match '{pattern}'")));
@@ -147,7 +157,7 @@ fn check_number(
     schema: &Value,
     n: &Number,
     value: &Value,
-    path: &str,
+    path: &Path<'_>,
     errors: &mut Vec<FieldError>,
 ) {
     let Some(x) = n.as_f64() else { return };
@@ -194,7 +204,7 @@ fn check_array(
     schema: &Value,
     items: &[Value],
     value: &Value,
-    path: &str,
+    path: &Path<'_>,
     errors: &mut Vec<FieldError>,
 ) {
     let len = items.len() as u64;
@@ -211,7 +221,7 @@ fn check_array(
         && len > max
     {
         errors.push(FieldError {
-            field: path.to_owned(),
+            field: path.render(),
             kind: FieldErrorKind::Invalid,
             message: format!("Too many: {len}: must have at most {max} items"),
         });
@@ -220,7 +230,7 @@ fn check_array(
         for (i, item) in items.iter().enumerate() {
             if items[..i].contains(item) {
                 errors.push(FieldError {
-                    field: format!("{path}[{i}]"),
+                    field: path.index(i).render(),
                     kind: FieldErrorKind::Duplicate,
                     message: format!("Duplicate value: {}", go_value(item)),
                 });
@@ -229,7 +239,7 @@ fn check_array(
     }
     if let Some(item_schema) = schema.get("items") {
         for (i, item) in items.iter().enumerate() {
-            check(item_schema, item, &format!("{path}[{i}]"), false, errors);
+            check(item_schema, item, &path.index(i), false, errors);
         }
     }
 }
@@ -237,7 +247,7 @@ fn check_array(
 fn check_object(
     schema: &Value,
     value: &Value,
-    path: &str,
+    path: &Path<'_>,
     root: bool,
     errors: &mut Vec<FieldError>,
 ) {
@@ -255,7 +265,7 @@ fn check_object(
             && !server_owned(name)
             && !fields.contains_key(name)
         {
-            errors.push(FieldError::required(child(path, name), ""));
+            errors.push(FieldError::required(path.field(name).render(), ""));
         }
     }
     let count = fields.len() as u64;
@@ -284,11 +294,33 @@ fn check_object(
             continue;
         }
         if let Some(property) = properties.and_then(|p| p.get(name)) {
-            check(property, field, &child(path, name), false, errors);
+            check(property, field, &path.field(name), false, errors);
         } else if let Some(additional) = additional {
-            check(additional, field, &format!("{path}[{name}]"), false, errors);
+            check(additional, field, &path.key(name), false, errors);
         }
     }
+}
+
+/// `pattern` compiled, once per pattern rather than once per string checked (as
+/// kube-apiserver compiles a CRD's schema once); `None` if it does not compile.
+fn compiled(pattern: &str) -> Option<regex::Regex> {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    /// Patterns come from CRDs, a few each; the bound only keeps a stream of
+    /// different CRDs from growing the map without end.
+    const KEPT: usize = 512;
+    static COMPILED: LazyLock<Mutex<HashMap<String, Option<regex::Regex>>>> =
+        LazyLock::new(Default::default);
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(re) = compiled.get(pattern) {
+        return re.clone();
+    }
+    if compiled.len() >= KEPT {
+        compiled.clear();
+    }
+    let re = regex::Regex::new(pattern).ok();
+    compiled.insert(pattern.to_owned(), re.clone());
+    re
 }
 
 /// The type a schema demands of a value, if any.
@@ -338,21 +370,22 @@ fn type_name(value: &Value) -> &'static str {
 
 /// Kubernetes reports the type it found, not the value:
 /// `Invalid value: "string": spec.replicas in body must be of type integer: "string"`.
-fn type_error(path: &str, value: &Value, expected: &str) -> FieldError {
+fn type_error(path: &Path<'_>, value: &Value, expected: &str) -> FieldError {
     let found = Value::String(type_name(value).to_owned());
     let detail = format!("must be of type {expected}: {}", quote(type_name(value)));
     invalid(path, &found, &detail)
 }
 
 /// `Invalid value: <value>: <path> in body <detail>`.
-fn invalid(path: &str, value: &Value, detail: &str) -> FieldError {
+fn invalid(path: &Path<'_>, value: &Value, detail: &str) -> FieldError {
+    let path = path.render();
     let subject = if path.is_empty() {
         "body".to_owned()
     } else {
         format!("{path} in body")
     };
     FieldError {
-        field: path.to_owned(),
+        field: path,
         kind: FieldErrorKind::Invalid,
         message: format!("Invalid value: {}: {subject} {detail}", go_value(value)),
     }

@@ -283,3 +283,43 @@ fn a_real_crd_schema_accepts_a_valid_object_and_rejects_a_broken_one() {
         ["spec.schedule.intervalSeconds", "spec.settings[0].type"]
     );
 }
+
+#[test]
+fn error_paths_name_fields_items_and_map_keys() {
+    // Paths are written out only for what is reported: each kind of step, at the root
+    // and below it.
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["name"], "properties": {
+            "list": {"type": "array", "items": {"type": "object", "properties": {
+                "n": {"type": "integer"}}}},
+            "map": {"type": "object", "additionalProperties": {"type": "object",
+                "properties": {"v": {"type": "string"}}}},
+            "set": {"type": "array", "uniqueItems": true},
+            "code": {"type": "string", "pattern": "^[a-z]+$"},
+        }}
+    }});
+    let object = json!({
+        "metadata": [],
+        "spec": {"list": [{"n": 1}, {"n": "x"}], "map": {"k.1": {"v": 2}},
+                 "set": [1, 1], "code": "A"},
+    });
+    let fields: Vec<String> = validate(&schema, &object)
+        .into_iter()
+        .map(|e| e.field)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "metadata",
+            "spec.name",
+            "spec.code",
+            "spec.list[1].n",
+            "spec.map[k.1].v",
+            "spec.set[1]",
+        ]
+    );
+    // A pattern is compiled once and serves every later check.
+    let code = |c: &str| validate(&schema, &json!({"spec": {"name": "n", "code": c}}));
+    assert!(code("abc").is_empty());
+    assert_eq!(code("ABC")[0].field, "spec.code");
+}

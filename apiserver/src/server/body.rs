@@ -107,7 +107,19 @@ pub fn json_bytes(code: StatusCode, bytes: bytes::Bytes) -> Response {
 
 /// A JSON response with `Warning` headers (299 warnings, as kube-apiserver sends).
 pub fn json_with_warnings(code: StatusCode, value: &Value, warnings: &[String]) -> Response {
-    let mut response = json(code, value);
+    with_warnings(json(code, value), warnings)
+}
+
+/// [`json_with_warnings`] with the body already encoded.
+pub fn json_bytes_with_warnings(
+    code: StatusCode,
+    bytes: bytes::Bytes,
+    warnings: &[String],
+) -> Response {
+    with_warnings(json_bytes(code, bytes), warnings)
+}
+
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
     for warning in warnings {
         let text = format!("299 - {:?}", warning);
         if let Ok(v) = HeaderValue::from_str(&text) {

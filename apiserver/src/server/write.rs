@@ -8,13 +8,15 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
-use super::body::{content_type, decode_object, json_with_warnings, read};
+use super::body::{
+    content_type, decode_object, json_bytes_with_warnings, json_with_warnings, read,
+};
 use super::dispatch::Call;
 use super::objects::RETRIES;
 use crate::admission::{Attributes, Operation};
 use crate::object_meta::{
-    WriteScope, check_url_name, finalizers, is_deleting, prepare_create, prepare_update,
-    sent_resource_version, set_resource_version, strip_unstored, to_store,
+    StoredJson, WriteScope, check_url_name, finalizers, is_deleting, prepare_create,
+    prepare_update, sent_resource_version, set_resource_version, strip_unstored,
 };
 use crate::patch::{
     PatchType, apply_patch, apply_strategic_merge, parse_apply_body, record_update,
@@ -40,13 +42,13 @@ impl Call {
     }
 
     /// The object as it is stored, if within the server's limits (size, nesting).
-    fn stored(&self, object: &Value, subject: &Subject) -> Result<bytes::Bytes, ApiError> {
-        let bytes = to_store(object);
+    fn stored(&self, object: &Value, subject: &Subject) -> Result<StoredJson, ApiError> {
+        let stored = StoredJson::of(object);
         self.state
             .config
             .limits
-            .check_object(subject, &bytes, object)?;
-        Ok(bytes)
+            .check_object(subject, &stored.bytes, object)?;
+        Ok(stored)
     }
 
     pub(super) fn scope(&self) -> WriteScope {
@@ -175,11 +177,17 @@ async fn create_object(
     let kv = call
         .state
         .store
-        .create(&key, stored)
+        .create(&key, stored.bytes.clone())
         .await
         .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, &name)))?;
+    strip_unstored(&mut object);
     set_resource_version(&mut object, kv.mod_revision);
-    Ok(json_with_warnings(StatusCode::CREATED, &object, &warnings))
+    let committed = Committed {
+        json: stored.at_revision(kv.mod_revision),
+        object,
+        wrote: true,
+    };
+    Ok(committed.answer(StatusCode::CREATED, &warnings))
 }
 
 pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
@@ -213,11 +221,7 @@ pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
         return Err(conflict(call));
     }
     let committed = commit_update(call, revision, &old, object).await?;
-    Ok(json_with_warnings(
-        StatusCode::OK,
-        &committed.object,
-        &warnings,
-    ))
+    Ok(committed.answer(StatusCode::OK, &warnings))
 }
 
 fn conflict(call: &Call) -> ApiError {
@@ -236,6 +240,9 @@ fn conflict(call: &Call) -> ApiError {
 struct Committed {
     object: Value,
     wrote: bool,
+    /// `object`'s JSON when the write made it already (the stored bytes with the
+    /// revision spliced in).
+    json: Option<bytes::Bytes>,
 }
 
 impl Committed {
@@ -243,6 +250,15 @@ impl Committed {
         Committed {
             object,
             wrote: false,
+            json: None,
+        }
+    }
+
+    /// The response: the object, with the request's warnings.
+    fn answer(self, code: StatusCode, warnings: &[String]) -> Response {
+        match self.json {
+            Some(json) => json_bytes_with_warnings(code, json, warnings),
+            None => json_with_warnings(code, &self.object, warnings),
         }
     }
 }
@@ -285,6 +301,7 @@ async fn commit_update(
         return Ok(Committed {
             object: new,
             wrote: true,
+            json: None,
         });
     }
     record_update(
@@ -296,14 +313,15 @@ async fn commit_update(
     );
     let stored = call.stored(&new, &call.subject())?;
     let written = store
-        .update(&call.key(), stored, revision)
+        .update(&call.key(), stored.bytes.clone(), revision)
         .await
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
     // What was stored, with its revision: `new` itself, as `to_store` wrote it (no
-    // decode of the bytes just encoded).
+    // decode of the bytes just encoded), and its JSON those bytes with the revision.
     strip_unstored(&mut new);
     set_resource_version(&mut new, written.mod_revision);
     Ok(Committed {
+        json: stored.at_revision(written.mod_revision),
         object: new,
         wrote: true,
     })
@@ -382,11 +400,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
         }
         match outcome {
             Ok(Try::Done(committed, warnings)) => {
-                return Ok(json_with_warnings(
-                    StatusCode::OK,
-                    &committed.object,
-                    &warnings,
-                ));
+                return Ok(committed.answer(StatusCode::OK, &warnings));
             }
             Ok(Try::Raced) => continue,
             Err(err) => return Err(err),
