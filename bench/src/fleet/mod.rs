@@ -12,7 +12,8 @@
 //!    API server made meanwhile, per Plan;
 //! 3. **dispatch**: with every runner watching, Plans awaiting approval are approved
 //!    one at a time; the time from sending an approval to the runner's watch bringing
-//!    it.
+//!    it, and to the approval's write being answered (the store's commit included: on
+//!    etcd, its round trip and fsync), the part of it before any watch.
 //!
 //! Raw etcd create-if-absent transactions per second are measured in the same run (first),
 //! as the baseline of the store write rate. Each store's figures go to standard error as

@@ -36,6 +36,9 @@ pub struct BackendReport {
     pub rollout: Rollout,
     /// Approval sent → runner's watch brought it, sorted.
     pub dispatch: Vec<Duration>,
+    /// Approval sent → the approval's write answered (the API server's checks and the
+    /// store's commit), sorted: dispatch's write alone, without the watches.
+    pub dispatch_written: Vec<Duration>,
     /// The API server's memory at the end (`rss`) and at its highest (`peak`).
     pub apiserver: Memory,
     /// The controllers' memory.
@@ -137,7 +140,7 @@ pub async fn run_on(bench: &FleetBench, backend: Backend) -> anyhow::Result<Back
         "dispatch: {} approvals",
         bench.dispatch_samples.min(bench.installs)
     );
-    let dispatch = dispatch(bench, &admin, &fleet.shared).await?;
+    let (dispatch, dispatch_written) = dispatch(bench, &admin, &fleet.shared).await?;
     control_plane.check_alive()?;
     let (apiserver, controllers) = control_plane.memory();
     let caches = control_plane.cache_bytes(&admin).await?;
@@ -151,6 +154,7 @@ pub async fn run_on(bench: &FleetBench, backend: Backend) -> anyhow::Result<Back
         admission_plans,
         rollout,
         dispatch,
+        dispatch_written,
         apiserver,
         controllers,
         caches,
@@ -252,15 +256,16 @@ async fn quiet_writes(
 }
 
 /// Asks for a manual Plan on some installs, switched to approval by hand, and approves
-/// them one at a time: approval sent → the runner's watch brought it.
+/// them one at a time: approval sent → the runner's watch brought it, and approval sent
+/// → its write answered (both sorted).
 async fn dispatch(
     bench: &FleetBench,
     admin: &Client,
     shared: &Shared,
-) -> anyhow::Result<Vec<Duration>> {
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     let samples = bench.dispatch_samples.min(bench.installs);
     if samples == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let started = Instant::now();
     let installs = Api::<Install>::namespaced(admin.clone(), NAMESPACE);
@@ -304,6 +309,7 @@ async fn dispatch(
     };
     let plans = Api::<Plan>::namespaced(admin.clone(), NAMESPACE);
     let mut sent = Vec::with_capacity(waiting.len());
+    let mut written = Vec::with_capacity(waiting.len());
     let mut gap = tokio::time::interval(bench.dispatch_gap);
     for name in waiting {
         gap.tick().await;
@@ -318,6 +324,7 @@ async fn dispatch(
         approve(&plans, &plan)
             .await
             .with_context(|| format!("approving {name}"))?;
+        written.push(at.elapsed());
         sent.push((name, at));
     }
     let deadline = Instant::now() + bench.timeout;
@@ -333,7 +340,8 @@ async fn dispatch(
         if seen.iter().all(Option::is_some) {
             let mut latencies: Vec<Duration> = seen.into_iter().flatten().collect();
             latencies.sort();
-            return Ok(latencies);
+            written.sort();
+            return Ok((latencies, written));
         }
         anyhow::ensure!(
             Instant::now() < deadline,

@@ -145,6 +145,12 @@ impl fmt::Display for FleetReport {
                 DISPATCH_P99_GOAL.as_millis(),
                 ratio(p99.as_secs_f64(), DISPATCH_P99_GOAL.as_secs_f64())
             )?;
+            writeln!(
+                f,
+                "  the approval's write alone, until answered: p50 {:.1} ms, p99 {:.1} ms   (its store commit is on the dispatch path)",
+                quantile(&b.dispatch_written, 0.50).as_secs_f64() * 1e3,
+                quantile(&b.dispatch_written, 0.99).as_secs_f64() * 1e3,
+            )?;
             writeln!(f, "memory")?;
             writeln!(
                 f,
