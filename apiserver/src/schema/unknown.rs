@@ -95,20 +95,15 @@ fn find_in_value(
     path: &Path<'_>,
     unknown: &mut Vec<String>,
 ) {
-    if let Some(schema) = schema
-        && flag(schema, "x-kubernetes-embedded-resource")
-        && value.is_object()
-    {
+    if let Some(schema) = embedded_resource(schema, value) {
         return find_in_resource(schema, value, path, unknown);
     }
     match value {
         Value::Object(fields) => find_in_fields(schema, fields.iter(), path, unknown),
         Value::Array(items) => {
-            let items_schema = schema.and_then(|s| s.get("items"));
-            let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
-            if items_schema.is_none() && preserve {
+            let Some(items_schema) = items_of(schema) else {
                 return;
-            }
+            };
             for (i, item) in items.iter().enumerate() {
                 find_in_value(items_schema, item, &path.index(i), unknown);
             }
@@ -124,17 +119,12 @@ fn find_in_fields<'a>(
     path: &Path<'_>,
     unknown: &mut Vec<String>,
 ) {
-    let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
-    let additional = schema.and_then(|s| s.get("additionalProperties"));
-    let keep_all = preserve || additional.and_then(Value::as_bool) == Some(true);
-    let additional = additional.filter(|a| a.is_object());
+    let rules = FieldRules::of(schema);
     for (name, field) in fields {
-        if let Some(property) = schema.and_then(|s| property(s, name)) {
-            find_in_value(Some(property), field, &path.field(name), unknown);
-        } else if let Some(additional) = additional {
-            find_in_value(Some(additional), field, &path.field(name), unknown);
-        } else if !keep_all {
-            unknown.push(path.field(name).render());
+        match rules.field(name) {
+            Field::Under(schema) => find_in_value(Some(schema), field, &path.field(name), unknown),
+            Field::Kept => {}
+            Field::Unknown => unknown.push(path.field(name).render()),
         }
     }
 }
@@ -177,22 +167,15 @@ fn prune_metadata(meta: &mut Map<String, Value>, path: &str, unknown: &mut Vec<S
 /// Prunes `value` at `path`; `None` is no schema at all (every object key is
 /// unknown).
 fn prune_value(schema: Option<&Value>, value: &mut Value, path: &str, unknown: &mut Vec<String>) {
-    if let Some(schema) = schema
-        && flag(schema, "x-kubernetes-embedded-resource")
-        && value.is_object()
-    {
+    if let Some(schema) = embedded_resource(schema, value) {
         return prune_resource(schema, value, path, unknown);
     }
     match value {
         Value::Object(fields) => prune_fields(schema, fields, path, unknown),
         Value::Array(items) => {
-            let items_schema = schema.and_then(|s| s.get("items"));
-            let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
-            if items_schema.is_none() && preserve {
-                // A free-form value (`serde_json::Value`, a map's values) that is an
-                // array: nothing in it is unknown; kube-apiserver keeps it whole.
+            let Some(items_schema) = items_of(schema) else {
                 return;
-            }
+            };
             for (i, item) in items.iter_mut().enumerate() {
                 prune_value(items_schema, item, &format!("{path}[{i}]"), unknown);
             }
@@ -207,24 +190,79 @@ fn prune_fields(
     path: &str,
     unknown: &mut Vec<String>,
 ) {
-    let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
-    let additional = schema.and_then(|s| s.get("additionalProperties"));
-    let keep_all = preserve || additional.and_then(Value::as_bool) == Some(true);
-    let additional = additional.filter(|a| a.is_object());
+    let rules = FieldRules::of(schema);
     let mut unknown_here = Vec::new();
     for (name, field) in fields.iter_mut() {
-        let field_path = child(path, name);
-        if let Some(property) = schema.and_then(|s| property(s, name)) {
-            prune_value(Some(property), field, &field_path, unknown);
-        } else if let Some(additional) = additional {
-            prune_value(Some(additional), field, &field_path, unknown);
-        } else if !keep_all {
-            unknown_here.push(name.clone());
-            unknown.push(field_path);
+        match rules.field(name) {
+            Field::Under(schema) => prune_value(Some(schema), field, &child(path, name), unknown),
+            Field::Kept => {}
+            Field::Unknown => {
+                unknown_here.push(name.clone());
+                unknown.push(child(path, name));
+            }
         }
     }
     for name in unknown_here {
         fields.remove(&name);
+    }
+}
+
+/// The schema of `value` when it is an embedded resource (an object under
+/// `x-kubernetes-embedded-resource`): its `apiVersion`, `kind` and `metadata` are known.
+fn embedded_resource<'a>(schema: Option<&'a Value>, value: &Value) -> Option<&'a Value> {
+    schema.filter(|s| flag(s, "x-kubernetes-embedded-resource") && value.is_object())
+}
+
+/// The schema of an array's items under `schema` (`Some(None)`: no schema, every object
+/// key in them unknown); `None` when the array is kept whole: a free-form value
+/// (`serde_json::Value`, a map's values) that is an array, nothing in it unknown, as
+/// kube-apiserver keeps it.
+fn items_of(schema: Option<&Value>) -> Option<Option<&Value>> {
+    let items = schema.and_then(|s| s.get("items"));
+    let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+    (items.is_some() || !preserve).then_some(items)
+}
+
+/// How the fields of an object under `schema` are judged (both walks ask this).
+struct FieldRules<'a> {
+    schema: Option<&'a Value>,
+    /// `additionalProperties` when it is a schema.
+    additional: Option<&'a Value>,
+    /// `x-kubernetes-preserve-unknown-fields` or `additionalProperties: true`.
+    keep_all: bool,
+}
+
+/// What a field is under [`FieldRules`].
+enum Field<'a> {
+    /// Known, with this schema (a property's, or `additionalProperties`').
+    Under(&'a Value),
+    /// Kept whatever it holds.
+    Kept,
+    /// Unknown: reported, or pruned.
+    Unknown,
+}
+
+impl<'a> FieldRules<'a> {
+    fn of(schema: Option<&'a Value>) -> Self {
+        let preserve = schema.is_some_and(|s| flag(s, "x-kubernetes-preserve-unknown-fields"));
+        let additional = schema.and_then(|s| s.get("additionalProperties"));
+        FieldRules {
+            schema,
+            keep_all: preserve || additional.and_then(Value::as_bool) == Some(true),
+            additional: additional.filter(|a| a.is_object()),
+        }
+    }
+
+    fn field(&self, name: &str) -> Field<'a> {
+        if let Some(property) = self.schema.and_then(|s| property(s, name)) {
+            Field::Under(property)
+        } else if let Some(additional) = self.additional {
+            Field::Under(additional)
+        } else if self.keep_all {
+            Field::Kept
+        } else {
+            Field::Unknown
+        }
     }
 }
 
