@@ -30,6 +30,7 @@ pub mod input_value;
 pub mod install;
 pub mod install_stack;
 pub mod labels;
+pub mod lean;
 pub mod operation;
 pub mod operation_role;
 pub mod party;
@@ -64,6 +65,7 @@ pub use install::{
     Weekday,
 };
 pub use install_stack::{InstallStack, InstallStackSpec, InstallStackStatus};
+pub use lean::Lean;
 pub use operation::{EntityKind, EntityRef, Operation};
 pub use operation_role::{OperationRole, OperationRoleSpec, Principal, PrincipalError};
 pub use party::Party;

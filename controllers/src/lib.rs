@@ -42,13 +42,6 @@ pub fn watch_config() -> kube_client::runtime::watcher::Config {
     kube_client::runtime::watcher::Config::default().streaming_lists()
 }
 
-/// Drops an object's managed fields as it comes off a watch, before a reflector keeps it:
-/// no controller reads them, and an object written by several managers carries a field
-/// set per manager (a kept Install's were most of its size).
-pub fn drop_managed_fields<K: kube_client::Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
-}
-
 /// The settings every controller runs with.
 pub fn controller_config() -> kube_client::runtime::controller::Config {
     kube_client::runtime::controller::Config::default().concurrency(CONCURRENCY)

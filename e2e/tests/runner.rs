@@ -403,6 +403,21 @@ async fn two_runners_racing_claim_each_plan_once() {
             "{name} by {by}\n{log}"
         );
     }
+    // The runners decode no managed fields and send none with their status writes: the
+    // stored ones are kept (the creator still owns the spec) and record the runners' writes.
+    for plan in &done {
+        let managed = plan.metadata.managed_fields.as_deref().unwrap_or_default();
+        let owned = |path: &str| {
+            managed.iter().any(|entry| {
+                entry
+                    .fields_v1
+                    .as_ref()
+                    .is_some_and(|f| f.0.pointer(path).is_some())
+            })
+        };
+        assert!(owned("/f:spec/f:desiredState"), "{managed:?}");
+        assert!(owned("/f:status/f:claimedBy"), "{managed:?}");
+    }
     println!("claims per runner: {claimers:?}");
 }
 

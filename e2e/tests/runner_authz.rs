@@ -547,3 +547,152 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
         "A gets B's plan",
     );
 }
+
+/// A Plan's managed fields as (manager, operation, fields) triples, in order.
+fn managers(plan: &Value) -> Vec<(Value, Value, Value)> {
+    plan["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["manager"].clone(),
+                e["operation"].clone(),
+                e["fieldsV1"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// `PUT plans/NAME/status` as `token`: `plan` as read, its status message set, its
+/// managed fields left out (as a runner decodes and sends them, `outpost_api::Lean`)
+/// or replaced by `managed`.
+async fn put_status(
+    cp: &ControlPlane,
+    token: &str,
+    plan: &Value,
+    managed: Option<Value>,
+    message: &str,
+) -> Reply {
+    let mut body = plan.clone();
+    let metadata = body["metadata"].as_object_mut().unwrap();
+    metadata.remove("managedFields");
+    if let Some(managed) = managed {
+        metadata.insert("managedFields".into(), managed);
+    }
+    body["status"]["message"] = json!(message);
+    let name = plan["metadata"]["name"].as_str().unwrap();
+    cp.raw(
+        Some(token),
+        "PUT",
+        &format!("{API}/plans/{name}/status"),
+        &JSON,
+        body.to_string(),
+    )
+    .await
+}
+
+/// The runner sends its status writes without managed fields (it decodes none): they
+/// are kept, and record the write. What a status write sends as managed fields is not
+/// taken, from anyone (kube's rule for subresources): a runner can neither forge an
+/// entry (say, that the vendor set a field) nor clear the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_writes_neither_drop_nor_take_managed_fields() {
+    let cp = ControlPlane::start(Backend::Embedded).await;
+    cp.kubectl()
+        .ok(&["apply", "-f", manifests().to_str().unwrap()]);
+    let admin = Some(cp.admin_token.as_str());
+    for (name, install) in [("plan-a", "acme"), ("plan-b", "globex")] {
+        let created = cp
+            .raw(
+                admin,
+                "POST",
+                &format!("{API}/plans"),
+                &JSON,
+                plan_body(name, install),
+            )
+            .await;
+        expect(&created, 201, "admin creates a plan");
+    }
+    let token_a = cp.mint_runner_token("default/acme");
+    let token_b = cp.mint_runner_token("default/globex");
+    let read = async || {
+        cp.raw(admin, "GET", &format!("{API}/plans/plan-a"), &[], "")
+            .await
+            .json
+    };
+    let created = read().await;
+    let owned_by_creator = managers(&created);
+    assert!(
+        owned_by_creator
+            .iter()
+            .any(|(_, _, fields)| fields.pointer("/f:spec/f:install").is_some()),
+        "{created}"
+    );
+
+    // Refused writers store nothing.
+    let forged = json!([{"manager": "vendor-admin", "operation": "Update",
+                         "apiVersion": "outpost.dev/v1alpha1", "fieldsType": "FieldsV1",
+                         "fieldsV1": {"f:status": {"f:message": {}}}}]);
+    for (token, what) in [
+        (cp.viewer_token.as_str(), "a viewer"),
+        (cp.approver_token.as_str(), "an approver"),
+        (token_b.as_str(), "another install's runner"),
+    ] {
+        for managed in [None, Some(forged.clone())] {
+            let reply = put_status(&cp, token, &created, managed, "x").await;
+            expect(&reply, 403, what);
+        }
+        assert_eq!(read().await, created, "{what}: nothing stored");
+    }
+
+    // This install's runner, sending none: the creator's entries stay, the message is
+    // recorded as written.
+    let reply = put_status(&cp, &token_a, &created, None, "claimed").await;
+    expect(&reply, 200, "the runner writes its plan's status");
+    let written = read().await;
+    assert_eq!(written["status"]["message"], "claimed");
+    let after = managers(&written);
+    for (manager, operation, fields) in &owned_by_creator {
+        assert!(
+            after.iter().any(|(m, o, f)| m == manager
+                && o == operation
+                && f.get("f:spec") == fields.get("f:spec")),
+            "the creator's {manager} entry is kept: {written}"
+        );
+    }
+    assert!(
+        after
+            .iter()
+            .any(|(_, _, fields)| fields.pointer("/f:status/f:message").is_some()),
+        "{written}"
+    );
+
+    // Forged or cleared managed fields: the write goes through, the record is the
+    // server's.
+    for (managed, message) in [(forged.clone(), "forged"), (json!([{}]), "cleared")] {
+        let reply = put_status(&cp, &token_a, &read().await, Some(managed), message).await;
+        expect(&reply, 200, message);
+        let stored = read().await;
+        assert_eq!(stored["status"]["message"], message);
+        assert_eq!(managers(&stored), after, "{message}: {stored}");
+    }
+    // An admin's status write is no different.
+    let reply = put_status(
+        &cp,
+        &cp.admin_token,
+        &read().await,
+        Some(json!([{}])),
+        "admin",
+    )
+    .await;
+    expect(&reply, 200, "admin");
+    let stored = read().await;
+    assert_eq!(stored["status"]["message"], "admin");
+    assert!(
+        managers(&stored)
+            .iter()
+            .any(|(_, _, fields)| fields.pointer("/f:spec/f:install").is_some()),
+        "{stored}"
+    );
+}

@@ -4,7 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, PostParams};
-use outpost_api::{Plan, PlanPhase};
+use outpost_api::{Lean, Plan, PlanPhase};
 
 /// The reason a stale Plan fails with.
 pub const STALE: &str = "stale plan: content hash moved since approval";
@@ -71,7 +71,7 @@ pub async fn claim(
     status.phase = Some(claimed_phase(status.phase));
     status.claimed_by = Some(runner.to_owned());
     status.started_at = Some(Time(jiff::Timestamp::now()));
-    fenced_update(api, &claimed).await
+    fenced_update(api, claimed).await
 }
 
 /// Fails `plan` (as last seen, in phase `Ready` or `Approved`) with `message`, fenced like a claim:
@@ -93,17 +93,27 @@ pub async fn refuse(
     status.started_at = Some(now.clone());
     status.finished_at = Some(now);
     status.message = Some(message.to_owned());
-    fenced_update(api, &refused).await
+    fenced_update(api, refused).await
 }
 
-async fn fenced_update(api: &Api<Plan>, plan: &Plan) -> Result<Claim, kube_client::Error> {
-    let name = plan.metadata.name.as_deref().unwrap_or_default();
+async fn fenced_update(api: &Api<Plan>, mut plan: Plan) -> Result<Claim, kube_client::Error> {
     debug_assert!(
         plan.metadata.resource_version.is_some(),
         "claims are fenced"
     );
-    match api.replace_status(name, &PostParams::default(), plan).await {
-        Ok(stored) => Ok(Claim::Won(Box::new(stored))),
+    // Sent and answered without managed fields: a status write that sends none keeps
+    // the stored ones, and the runner reads none.
+    plan.metadata.managed_fields = None;
+    let name = plan.metadata.name.clone().unwrap_or_default();
+    let lean: Api<Lean<Plan>> = Api::namespaced(
+        api.clone().into_client(),
+        api.namespace().unwrap_or_default(),
+    );
+    match lean
+        .replace_status(&name, &PostParams::default(), &Lean(plan))
+        .await
+    {
+        Ok(Lean(stored)) => Ok(Claim::Won(Box::new(stored))),
         Err(kube_client::Error::Api(status)) if status.code == 409 || status.code == 404 => {
             Ok(Claim::Lost)
         }

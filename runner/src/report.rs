@@ -111,7 +111,8 @@ async fn report_phase(
 ) -> Result<(), kube_client::Error> {
     let patch = Patch::Merge(json!({ "status": status }));
     let params = PatchParams::default();
-    let result = crate::retry::retry(3, || session.plans.patch_status(plan, &params, &patch)).await;
+    let result =
+        crate::retry::retry(3, || session.lean_plans.patch_status(plan, &params, &patch)).await;
     match result {
         Ok(_) => Ok(()),
         Err(kube_client::Error::Api(status)) if status.code == 404 => {

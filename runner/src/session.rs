@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, Patch, PatchParams};
 use kube_client::runtime::reflector::{self, Store};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
-use outpost_api::{AuditEvent, AuditEventType, Plan, Runner, RunnerSpec};
+use outpost_api::{AuditEvent, AuditEventType, Lean, Plan, Runner, RunnerSpec};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -42,6 +42,9 @@ pub struct Session {
     pub name: String,
     /// The install's Plans.
     pub plans: Api<Plan>,
+    /// The install's Plans, decoded without their managed fields: for status writes
+    /// whose answer the runner does not read.
+    pub lean_plans: Api<Lean<Plan>>,
     /// The install's audit events.
     pub audit_events: Api<AuditEvent>,
     /// The runner's Runner objects.
@@ -269,7 +272,8 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
         namespace: namespace.clone(),
         install: install.clone(),
         name: name.clone(),
-        plans: plans.clone(),
+        plans,
+        lean_plans: Api::namespaced(client.clone(), &namespace),
         audit_events: events,
         runners: Api::namespaced(client.clone(), &namespace),
         store,
@@ -302,11 +306,12 @@ pub async fn run(mut args: RunnerArgs, executors: Executors) -> anyhow::Result<(
     );
     tracing::info!(runner = %name, install = %format!("{namespace}/{install}"), "runner starting");
 
-    // Watch the install's Plans (label selector: only its own).
+    // Watch the install's Plans (label selector: only its own), decoded without the
+    // managed fields the runner never reads.
     let config = watcher::Config::default().labels(&format!("{INSTALL_LABEL}={install}"));
     let watch = {
         let session = session.clone();
-        watcher::watcher(plans, config)
+        outpost_api::lean::watcher(Api::namespaced(client.clone(), &namespace), config)
             .default_backoff()
             .reflect(writer)
             .for_each(move |event| {

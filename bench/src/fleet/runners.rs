@@ -19,7 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_client::api::{Api, PostParams};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{ApprovalMode, ChangeAction, Install, Plan, PlanDiff, PlanPhase, ResourceChange};
+use outpost_api::{
+    ApprovalMode, ChangeAction, Install, Lean, Plan, PlanDiff, PlanPhase, ResourceChange,
+};
 use outpost_runner::claim::{Claim, claim, refusal};
 use serde_json::json;
 
@@ -137,7 +139,8 @@ impl Fleet {
                     let client = runner_client(url, namespace, token)?;
                     let (ready, watching) = tokio::sync::oneshot::channel();
                     let runner = Runner {
-                        plans: Api::namespaced(client, namespace),
+                        plans: Api::namespaced(client.clone(), namespace),
+                        lean_plans: Api::namespaced(client, namespace),
                         namespace: namespace.to_owned(),
                         name: format!("bench-runner-{install}"),
                         shared,
@@ -182,6 +185,8 @@ fn runner_client(url: &str, namespace: &str, token: String) -> anyhow::Result<Cl
 
 struct Runner {
     plans: Api<Plan>,
+    /// The Plans decoded without managed fields, as the runner watches and writes them.
+    lean_plans: Api<Lean<Plan>>,
     namespace: String,
     name: String,
     shared: Arc<Shared>,
@@ -190,7 +195,7 @@ struct Runner {
 impl Runner {
     async fn run(self, install: String, ready: tokio::sync::oneshot::Sender<()>) {
         let config = watcher::Config::default().labels(&format!("{INSTALL_LABEL}={install}"));
-        let mut events = watcher(self.plans.clone(), config)
+        let mut events = outpost_api::lean::watcher(self.lean_plans.clone(), config)
             .default_backoff()
             .boxed();
         let mut ready = Some(ready);
@@ -270,8 +275,8 @@ impl Runner {
         status.phase = Some(PlanPhase::AwaitingApproval);
         status.diff = Some(simulated_diff(&name));
         if let Err(err) = self
-            .plans
-            .replace_status(&name, &PostParams::default(), &plan)
+            .lean_plans
+            .replace_status(&name, &PostParams::default(), &Lean(plan))
             .await
         {
             tracing::warn!(error = %err, plan = %name, "asking for approval");
@@ -291,8 +296,8 @@ impl Runner {
         status.finished_at = Some(Time(jiff::Timestamp::now()));
         status.outputs = [("ok".to_owned(), json!(true))].into();
         match self
-            .plans
-            .replace_status(&name, &PostParams::default(), &plan)
+            .lean_plans
+            .replace_status(&name, &PostParams::default(), &Lean(plan))
             .await
         {
             Ok(_) => {

@@ -77,9 +77,10 @@ impl InstallCache {
             mut followers,
             ..
         } = self;
-        let mut events = watcher(Api::<Install>::all(client), crate::watch_config())
+        // Decoded without managed fields: no controller reads them, and an Install written
+        // by several managers carries a field set per manager (most of a kept one's size).
+        let mut events = outpost_api::lean::watcher(Api::all(client), crate::watch_config())
             .default_backoff()
-            .modify(crate::drop_managed_fields)
             .reflect(writer)
             .boxed();
         while let Some(event) = events.next().await {

@@ -13,7 +13,8 @@
 //! What the controller never reads is dropped as objects come in (a Plan's rendered
 //! desired state, the parts of its status that are the gate's, the runner's and
 //! approvers' — role, verdicts, diff, approval, claim, log — and every object's managed
-//! fields): the index holds every Plan of the fleet, and those are most of a Plan's size.
+//! fields, which are not even decoded: [`outpost_api::Lean`]): the index holds every
+//! Plan of the fleet, and those are most of a Plan's size.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,10 +42,8 @@ pub trait Indexed:
     + Sync
     + 'static
 {
-    /// Drops what the index's readers do not need.
-    fn trim(&mut self) {
-        crate::drop_managed_fields(self);
-    }
+    /// Drops what the index's readers do not need (the watch decodes no managed fields).
+    fn trim(&mut self) {}
 
     /// Whether the change from `before` (as indexed, `None` if unknown) to `after` can
     /// change what the install's controller does, so that it must look again.
@@ -58,7 +57,6 @@ impl Indexed for Plan {
     /// Keeps of the status what the controller reads: the phase, when it finished, the
     /// outputs (templates refer to them), and the message and reason.
     fn trim(&mut self) {
-        crate::drop_managed_fields(self);
         self.spec.desired_state = None;
         self.status = self.status.take().map(|status| PlanStatus {
             phase: status.phase,
@@ -149,7 +147,7 @@ impl<K: Indexed> InstallIndex<K> {
         self: Arc<Self>,
         client: Client,
     ) -> impl Stream<Item = ObjectRef<Install>> + Send + 'static {
-        watcher(Api::<K>::all(client), crate::watch_config())
+        outpost_api::lean::watcher(Api::all(client), crate::watch_config())
             .default_backoff()
             .flat_map(move |event| {
                 let refs = match event {
@@ -241,8 +239,7 @@ mod tests {
     fn an_indexed_plan_keeps_what_the_install_controller_reads() {
         let mut plan: Plan = serde_json::from_value(serde_json::json!({
             "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-            "metadata": {"name": "p", "namespace": "ns", "labels": {INSTALL_LABEL: "i"},
-                         "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "metadata": {"name": "p", "namespace": "ns", "labels": {INSTALL_LABEL: "i"}},
             "spec": {"install": "i", "entity": {"kind": "component", "name": "c"},
                      "operation": "deploy", "desiredState": {"type": "job"}},
             "status": {"phase": "Succeeded", "finishedAt": "2026-11-27T00:00:00Z",
@@ -256,7 +253,6 @@ mod tests {
         let whole = plan.status.clone().expect("a status");
         assert!(whole.diff.is_some() && whole.log.is_some() && whole.claimed_by.is_some());
         plan.trim();
-        assert_eq!(plan.metadata.managed_fields, None);
         assert_eq!(plan.spec.desired_state, None);
         let status = plan.status.expect("kept");
         assert_eq!(status.phase, Some(PlanPhase::Succeeded));

@@ -73,14 +73,11 @@ pub async fn run(
     // Only their specs' digests are kept ([`keep_digest`]). Every change, deletion
     // included, reconciles the owner: an edited or deleted stack is rendered again.
     let (stacks, stacks_writer) = reflector::store();
-    let stack_events = watcher::watcher(
-        Api::<InstallStack>::all(client.clone()),
-        crate::watch_config(),
-    )
-    .default_backoff()
-    .modify(keep_digest)
-    .reflect(stacks_writer)
-    .touched_objects();
+    let stack_events = outpost_api::lean::watcher(Api::all(client.clone()), crate::watch_config())
+        .default_backoff()
+        .modify(keep_digest)
+        .reflect(stacks_writer)
+        .touched_objects();
     let ctx = Arc::new(Context {
         client: client.clone(),
         options,
@@ -162,11 +159,10 @@ async fn reconcile(
 /// Trims a stack as it comes off the watch to what the reconcile compares: its spec's
 /// digest (in place of the template; the parameters are in the digest too), its owners
 /// and labels. The controller keeps every install's stack, and a stack's CloudFormation
-/// template, decoded, with the managed fields of its server-side apply, was over half
-/// the controllers' memory (`outpost bench fleet --installs 300`: 62 of 111 MiB of heap,
+/// template, decoded, with the managed fields of its server-side apply (now not decoded:
+/// the watch is [`outpost_api::Lean`]), was over half the controllers' memory (`outpost bench fleet --installs 300`: 62 of 111 MiB of heap,
 /// about 210 KiB per install; heaptrack).
 fn keep_digest(stack: &mut InstallStack) {
-    crate::drop_managed_fields(stack);
     stack.spec.template = Value::String(digest(&stack.spec));
     stack.spec.parameters.clear();
 }
@@ -190,8 +186,7 @@ mod tests {
     fn stack(template: Value) -> InstallStack {
         serde_json::from_value(json!({
             "apiVersion": "outpost.dev/v1alpha1", "kind": "InstallStack",
-            "metadata": {"name": "i", "managedFields": [{"manager": MANAGER, "operation": "Apply",
-                         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}}]},
+            "metadata": {"name": "i"},
             "spec": {"install": "i", "version": "v1", "template": template,
                      "parameters": {"Region": "eu-west-1"}},
         }))
@@ -204,7 +199,6 @@ mod tests {
         let stored = stack(template.clone());
         let mut kept = stored.clone();
         keep_digest(&mut kept);
-        assert_eq!(kept.metadata.managed_fields, None);
         assert!(kept.spec.parameters.is_empty());
         assert_eq!(
             kept.spec.template.as_str(),

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube_client::api::{Api, Patch, PatchParams};
+use kube_client::runtime::WatchStreamExt as _;
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::reflector::{self, ObjectRef, Store};
-use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
 use outpost_api::{Install, Plan, PlanPhase, PlanStatus};
 
@@ -60,7 +60,7 @@ pub async fn run(client: Client, policies: PolicyCheck, installs: Store<Install>
     // but its phase again, so neither its rendered state nor the rest of its status (a
     // role, verdicts, the runner's diff, outputs and log) is kept.
     let (plans, plans_writer) = reflector::store();
-    let plan_events = watcher(Api::<Plan>::all(client), crate::watch_config())
+    let plan_events = outpost_api::lean::watcher(Api::all(client), crate::watch_config())
         .default_backoff()
         .modify(trim)
         .reflect(plans_writer)
@@ -80,7 +80,6 @@ pub async fn run(client: Client, policies: PolicyCheck, installs: Store<Install>
 /// What the gate keeps of a Plan: all it decides on while the Plan is pending, and its
 /// phase after that.
 fn trim(plan: &mut Plan) {
-    crate::drop_managed_fields(plan);
     if !is_pending(plan) {
         plan.spec.desired_state = None;
         plan.status = plan.status.take().map(|status| PlanStatus {
@@ -225,7 +224,7 @@ mod tests {
         let plan = |phase: &str| -> Plan {
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "outpost.dev/v1alpha1", "kind": "Plan",
-                "metadata": {"name": "p", "managedFields": [{"manager": "m"}]},
+                "metadata": {"name": "p"},
                 "spec": {"install": "i", "entity": {"kind": "component", "name": "c"},
                          "operation": "deploy", "desiredState": {"type": "job"}},
                 "status": {"phase": phase, "message": "m", "claimedBy": "runner"},
@@ -234,7 +233,6 @@ mod tests {
         };
         let mut pending = plan("Pending");
         trim(&mut pending);
-        assert_eq!(pending.metadata.managed_fields, None);
         assert!(pending.spec.desired_state.is_some());
         assert_eq!(
             pending.status.as_ref().and_then(|s| s.message.as_deref()),

@@ -441,7 +441,8 @@ async fn run(
 async fn set_planning(session: &Session, name: &str) {
     let patch = Patch::Merge(json!({"status": {"phase": "Planning"}}));
     let params = PatchParams::default();
-    let result = crate::retry::retry(2, || session.plans.patch_status(name, &params, &patch)).await;
+    let result =
+        crate::retry::retry(2, || session.lean_plans.patch_status(name, &params, &patch)).await;
     if let Err(e) = result {
         tracing::warn!(plan = %name, error = %e, "cannot set phase Planning; going on");
     }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_client::ResourceExt as _;
 use kube_client::api::{Api, Patch, PatchParams};
-use outpost_api::{App, ComponentState, Install, InstallPhase, InstallStatus};
+use outpost_api::{App, ComponentState, Install, InstallPhase, InstallStatus, Lean};
 use serde_json::json;
 
 use super::{Context, InstallError};
@@ -140,19 +140,22 @@ async fn write_status(
     if let Some(body) = body.as_object_mut() {
         body.remove("runnerTokenHash");
     }
-    let written =
-        Api::<Install>::namespaced(ctx.client.clone(), &install.namespace().unwrap_or_default())
-            .patch_status(
-                &install.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(match fence {
-                    Some(version) => {
-                        json!({ "metadata": {"resourceVersion": version}, "status": body })
-                    }
-                    None => json!({ "status": body }),
-                }),
-            )
-            .await?;
+    // The answer is read for its resourceVersion: decoded without managed fields.
+    let Lean(written) = Api::<Lean<Install>>::namespaced(
+        ctx.client.clone(),
+        &install.namespace().unwrap_or_default(),
+    )
+    .patch_status(
+        &install.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(match fence {
+            Some(version) => {
+                json!({ "metadata": {"resourceVersion": version}, "status": body })
+            }
+            None => json!({ "status": body }),
+        }),
+    )
+    .await?;
     ctx.written.record(&written, status);
     Ok(())
 }

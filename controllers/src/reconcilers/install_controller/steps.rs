@@ -9,8 +9,8 @@ use std::sync::Arc;
 use kube_client::api::{Api, PostParams};
 use kube_client::{Resource as _, ResourceExt as _};
 use outpost_api::{
-    Action as AppAction, App, EntityKind, EntityRef, Install, Operation, Plan, PlanPhase, PlanSpec,
-    TriggerKind, content_hash,
+    Action as AppAction, App, EntityKind, EntityRef, Install, Lean, Operation, Plan, PlanPhase,
+    PlanSpec, TriggerKind, content_hash,
 };
 use serde_json::Value;
 
@@ -39,7 +39,8 @@ pub(super) struct Step {
 /// an operator, or the drift controller.) The policies are read only when a Plan is made,
 /// not on every reconcile.
 pub(super) struct PlanMaker<'a> {
-    api: Api<Plan>,
+    /// Created Plans are sent and answered without managed fields.
+    api: Api<Lean<Plan>>,
     namespace: &'a str,
     release: &'a Release,
     ctx: &'a Context,
@@ -367,8 +368,8 @@ async fn create_plan_with(
         maker.ctx.apps.policies(maker.namespace),
         &maker.ctx.policies,
     ));
-    match maker.api.create(&PostParams::default(), &plan).await {
-        Ok(created) => {
+    match maker.api.create(&PostParams::default(), &Lean(plan)).await {
+        Ok(Lean(created)) => {
             // The watch brings it too, but a reconcile before that must not create it again.
             index.remember(created.clone());
             Ok(Some(created))
