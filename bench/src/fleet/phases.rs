@@ -186,11 +186,11 @@ async fn rollout(
     fixture::change_one_component(admin, bench.components, 2).await?;
     let release = wait_for_release(admin, NAMESPACE, APP, Some(previous), bench.timeout).await?;
     let deadline = started + bench.timeout;
+    shared.count_from(started);
     let sightings = loop {
-        let seen = shared.sightings_since(started);
-        let gated = seen.values().filter(|s| s.gated.is_some()).count();
+        let gated = shared.counts().gated;
         if gated >= bench.installs {
-            break seen;
+            break shared.sightings_since(started);
         }
         anyhow::ensure!(
             Instant::now() < deadline,
@@ -290,20 +290,20 @@ async fn dispatch(
         .await
         .context("asking for manual plans")?;
     let deadline = started + bench.timeout;
+    shared.count_from(started);
     let waiting: Vec<String> = loop {
-        let seen = shared.sightings_since(started);
-        let gated: Vec<String> = seen
-            .into_iter()
-            .filter(|(_, s)| s.awaiting.is_some())
-            .map(|(name, _)| name)
-            .collect();
-        if gated.len() >= samples {
-            break gated;
+        let awaiting = shared.counts().awaiting;
+        if awaiting >= samples {
+            break shared
+                .sightings_since(started)
+                .into_iter()
+                .filter(|(_, s)| s.awaiting.is_some())
+                .map(|(name, _)| name)
+                .collect();
         }
         anyhow::ensure!(
             Instant::now() < deadline,
-            "only {} of {samples} manual plans were seen awaiting approval",
-            gated.len()
+            "only {awaiting} of {samples} manual plans were seen awaiting approval"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
