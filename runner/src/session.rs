@@ -79,15 +79,18 @@ pub struct Session {
 }
 
 impl Session {
-    /// The install's App, read from the control plane (the Install, then its App).
+    /// The install's App, read from the control plane (the Install, then its App),
+    /// without their managed fields.
     pub async fn app(&self) -> Result<outpost_api::App, kube_client::Error> {
         let client = self.plans.clone().into_client();
-        let install = Api::<outpost_api::Install>::namespaced(client.clone(), &self.namespace)
-            .get(&self.install)
-            .await?;
-        Api::<outpost_api::App>::namespaced(client, &self.namespace)
+        let Lean(install) =
+            Api::<Lean<outpost_api::Install>>::namespaced(client.clone(), &self.namespace)
+                .get(&self.install)
+                .await?;
+        Api::<Lean<outpost_api::App>>::namespaced(client, &self.namespace)
             .get(&install.spec.app)
             .await
+            .map(Lean::into_inner)
     }
 
     /// Records an audit event in the local log and wakes the shipper. An event that

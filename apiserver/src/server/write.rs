@@ -140,13 +140,27 @@ pub async fn create(call: &Call, body: Body) -> Result<Response, ApiError> {
     let bytes = read(body, call.state.config.limits.max_request_body_bytes).await?;
     let mut object = decode_object(&call.headers, &bytes)?;
     let warnings = field_validation(call, &mut object)?;
-    create_object(call, object, warnings).await
+    create_object(call, object, warnings, Fields::Written).await
+}
+
+/// How a write's `managedFields` are recorded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fields {
+    /// A create, update or non-apply patch: the caller's manager is recorded as the
+    /// writer of what it changed (`Update`).
+    Written,
+    /// A server-side apply: its `Apply` entry is already recorded (`server_side_apply`)
+    /// and is the record. An `Update` recorded over it would take what the apply set from
+    /// the applier, so its next apply could neither drop a field it stopped applying nor
+    /// change one without conflicting with itself.
+    Applied,
 }
 
 async fn create_object(
     call: &Call,
     mut object: Value,
     warnings: Vec<String>,
+    fields: Fields,
 ) -> Result<Response, ApiError> {
     // Kept past `prepare_create` (which drops it) only where the type's strategy lets
     // admission decide on it, and only if there is something to decide on.
@@ -162,13 +176,15 @@ async fn create_object(
     validate(call, &object, &name)?;
     super::definitions::admit(call, &mut object, None, &name)?;
     admit(call, &name, &mut object, None).await?;
-    record_update(
-        None,
-        &mut object,
-        &call.field_manager(),
-        "Update",
-        &crate::object_meta::now(),
-    );
+    if fields == Fields::Written {
+        record_update(
+            None,
+            &mut object,
+            &call.field_manager(),
+            "Update",
+            &crate::object_meta::now(),
+        );
+    }
     if call.dry_run() {
         return Ok(json_with_warnings(StatusCode::CREATED, &object, &warnings));
     }
@@ -220,7 +236,7 @@ pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
     if sent != revision {
         return Err(conflict(call));
     }
-    let committed = commit_update(call, revision, &old, object).await?;
+    let committed = commit_update(call, revision, &old, object, Fields::Written).await?;
     Ok(committed.answer(StatusCode::OK, &warnings))
 }
 
@@ -270,6 +286,7 @@ async fn commit_update(
     revision: Revision,
     old: &Value,
     mut new: Value,
+    fields: Fields,
 ) -> Result<Committed, ApiError> {
     call.check_access(old)?;
     prepare_update(&call.rt, old, &mut new, call.scope())?;
@@ -304,13 +321,15 @@ async fn commit_update(
             json: None,
         });
     }
-    record_update(
-        Some(old),
-        &mut new,
-        &call.field_manager(),
-        "Update",
-        &crate::object_meta::now(),
-    );
+    if fields == Fields::Written {
+        record_update(
+            Some(old),
+            &mut new,
+            &call.field_manager(),
+            "Update",
+            &crate::object_meta::now(),
+        );
+    }
     let stored = call.stored(&new, &call.subject())?;
     let written = store
         .update(&call.key(), stored.bytes.clone(), revision)
@@ -387,7 +406,7 @@ pub async fn patch(call: &Call, body: Body) -> Result<Response, ApiError> {
             let object =
                 server_side_apply(None, &applied, &manager, force, &crate::object_meta::now())
                     .map_err(|c| c.into_api_error(call.subject()))?;
-            match create_object(call, object, warnings).await {
+            match create_object(call, object, warnings, Fields::Applied).await {
                 Err(ApiError::AlreadyExists(_)) => continue,
                 other => return other,
             }
@@ -471,7 +490,14 @@ impl OnePatch<'_> {
             return Err(conflict(call));
         }
         set_resource_version(&mut new, current.revision);
-        match commit_update(call, current.revision, &old, new).await {
+        // A status write keeps the stored metadata, so there the apply is recorded as an
+        // update of the status (kube records it as an `Apply` of the subresource).
+        let fields = if kind == PatchType::Apply && call.request.subresource.is_none() {
+            Fields::Applied
+        } else {
+            Fields::Written
+        };
+        match commit_update(call, current.revision, &old, new, fields).await {
             Err(ApiError::Conflict { .. }) if !conditional => Ok(Try::Raced),
             Ok(committed) => Ok(Try::Done(committed, warnings)),
             Err(err) => Err(err),

@@ -309,10 +309,11 @@ impl Runner {
 
     /// Whether the install asks a person to approve each diff, as the runner reads it.
     async fn prompt(&self, install: &str) -> bool {
-        let installs: Api<Install> =
+        // Without its managed fields, as the runner reads it.
+        let installs: Api<Lean<Install>> =
             Api::namespaced(self.plans.clone().into_client(), self.plans_namespace());
         match installs.get(install).await {
-            Ok(install) => install.spec.approval_mode() == ApprovalMode::Prompt,
+            Ok(Lean(install)) => install.spec.approval_mode() == ApprovalMode::Prompt,
             Err(err) => {
                 tracing::warn!(error = %err, %install, "reading the install");
                 self.shared.errors.fetch_add(1, Ordering::Relaxed);

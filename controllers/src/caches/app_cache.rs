@@ -18,7 +18,7 @@ use kube_client::api::Api;
 use kube_client::runtime::reflector::{self, ObjectRef, Store};
 use kube_client::runtime::{WatchStreamExt as _, watcher};
 use kube_client::{Client, ResourceExt as _};
-use outpost_api::{Action, App, Component, OperationRole, Policy};
+use outpost_api::{Action, App, Component, Lean, OperationRole, Policy};
 
 use crate::logic::app_objects::AppObjects;
 use crate::logic::graph::{ComponentGraph, Cycle};
@@ -143,11 +143,17 @@ impl AppCache {
         // Every watch backs off on errors: without it a failing watch (API server gone)
         // is retried at once and the task spins without ever yielding.
         let changes = futures::stream::select_all([
-            follow(Api::<App>::all(client.clone()), apps_writer),
-            follow(Api::<Component>::all(client.clone()), components_writer),
-            follow(Api::<Action>::all(client.clone()), actions_writer),
-            follow(Api::<OperationRole>::all(client.clone()), roles_writer),
-            follow(Api::<Policy>::all(client.clone()), policies_writer),
+            follow(Api::<Lean<App>>::all(client.clone()), apps_writer),
+            follow(
+                Api::<Lean<Component>>::all(client.clone()),
+                components_writer,
+            ),
+            follow(Api::<Lean<Action>>::all(client.clone()), actions_writer),
+            follow(
+                Api::<Lean<OperationRole>>::all(client.clone()),
+                roles_writer,
+            ),
+            follow(Api::<Lean<Policy>>::all(client.clone()), policies_writer),
         ]);
         (
             AppCache {
@@ -224,9 +230,11 @@ impl AppCache {
     }
 }
 
-/// A watch of every `K`, kept in `writer`'s store, yielding `()` after each change.
+/// A watch of every `K`, kept in `writer`'s store, yielding `()` after each change. The
+/// objects are decoded without their managed fields ([`outpost_api::Lean`]): nothing
+/// here reads them, and a deploy clones the App and its Components.
 fn follow<K>(
-    api: Api<K>,
+    api: Api<Lean<K>>,
     writer: reflector::store::Writer<K>,
 ) -> std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>
 where
@@ -239,7 +247,7 @@ where
         + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    watcher(api, crate::watch_config())
+    outpost_api::lean::watcher(api, crate::watch_config())
         .default_backoff()
         .reflect(writer)
         .filter_map(|event| async move {

@@ -2,7 +2,11 @@
 
 use super::*;
 
-on_both_backends!(generation_status_and_optimistic_concurrency, patch_types);
+on_both_backends!(
+    generation_status_and_optimistic_concurrency,
+    patch_types,
+    malformed_managed_fields_are_never_stored
+);
 
 async fn generation_status_and_optimistic_concurrency(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
@@ -174,4 +178,167 @@ async fn patch_types(backend: Backend) {
         )
         .await;
     assert_eq!(created.status, 201, "{}", created.text);
+    // ... and records the applier as kube does: one `Apply` entry, not an `Update` that
+    // would own every field and make the applier's next apply conflict with itself.
+    let fresh = format!("{INSTALLS}/fresh");
+    let entries = |object: &Value| -> Vec<(String, String)> {
+        object["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let s = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
+                (s("manager"), s("operation"))
+            })
+            .collect()
+    };
+    let applied = [("tool".to_owned(), "Apply".to_owned())];
+    assert_eq!(entries(&created.json), applied, "{}", created.text);
+    let stored = cp.raw(Some(&cp.admin_token), "GET", &fresh, &[], "").await;
+    assert_eq!(entries(&stored.json), applied, "{}", stored.text);
+    // Its next apply changes a field it owns without force, and drops one it no longer
+    // applies.
+    let labelled = apply.replace("name: p\n", "name: fresh\n  labels:\n    tier: gold\n");
+    let reply = cp
+        .patch(
+            &format!("{fresh}?fieldManager=tool"),
+            "application/apply-patch+yaml",
+            labelled,
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["metadata"]["labels"]["tier"], "gold");
+    let reapplied = apply
+        .replace("name: p", "name: fresh")
+        .replace("us-east-1", "eu-north-1");
+    let reply = cp
+        .patch(
+            &format!("{fresh}?fieldManager=tool"),
+            "application/apply-patch+yaml",
+            reapplied,
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["spec"]["cloud"]["region"], "eu-north-1");
+    assert!(
+        reply.json["metadata"]["labels"].get("tier").is_none(),
+        "a label the applier dropped is removed: {}",
+        reply.text
+    );
+    assert_eq!(entries(&reply.json), applied, "{}", reply.text);
+    // Another manager still conflicts with it.
+    let other = cp
+        .patch(
+            &format!("{fresh}?fieldManager=other"),
+            "application/apply-patch+yaml",
+            apply.replace("name: p", "name: fresh"),
+        )
+        .await;
+    assert_eq!(other.status, 409, "{}", other.text);
+    assert!(
+        other.text.contains(r#"with \"tool\": .spec.cloud.region"#),
+        "{}",
+        other.text
+    );
+    // A dry-run apply that would create answers the same record and stores nothing.
+    let dry = cp
+        .patch(
+            &format!("{INSTALLS}/dry?fieldManager=tool&dryRun=All"),
+            "application/apply-patch+yaml",
+            apply.replace("name: p", "name: dry"),
+        )
+        .await;
+    assert_eq!(dry.status, 201, "{}", dry.text);
+    assert_eq!(entries(&dry.json), applied, "{}", dry.text);
+    let absent = cp
+        .raw(
+            Some(&cp.admin_token),
+            "GET",
+            &format!("{INSTALLS}/dry"),
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(absent.status, 404, "{}", absent.text);
+}
+
+/// `managedFields` a request sends are checked as the typed decode always checked them,
+/// though it now passes over them (`outpost_api::Lean`): ill-typed entries are refused with
+/// nothing stored (a `time` that is not a timestamp, stored, would break every client
+/// decoding the object), and well-typed entries that are not `FieldsV1` field sets are not
+/// the record: the stored one is the server's own, never what was sent.
+async fn malformed_managed_fields_are_never_stored(backend: Backend) {
+    let cp = ControlPlane::start(backend).await;
+    let admin = Some(cp.admin_token.as_str());
+    let record = |object: &Value| -> Vec<(String, String)> {
+        object["metadata"]["managedFields"]
+            .as_array()
+            .unwrap_or_else(|| panic!("managedFields is a list: {object}"))
+            .iter()
+            .map(|m| {
+                assert!(m["fieldsV1"].is_object(), "{m}");
+                assert!(m["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{m}");
+                let s = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
+                (s("manager"), s("operation"))
+            })
+            .collect()
+    };
+    let creator = [("creator".to_owned(), "Update".to_owned())];
+    let create_as_creator = async |object: &Value| {
+        cp.raw(
+            admin,
+            "POST",
+            &format!("{INSTALLS}?fieldManager=creator"),
+            &[JSON],
+            object.to_string(),
+        )
+        .await
+    };
+    for (i, garbage) in [
+        json!(5),
+        json!("entries"),
+        json!([{"manager": 5, "operation": "Update"}]),
+        json!([{"manager": "forged", "operation": "Update", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {}}, "time": "yesterday"}]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("bad{i}");
+        let mut object = install(&name);
+        object["metadata"]["managedFields"] = garbage.clone();
+        let reply = create_as_creator(&object).await;
+        assert_eq!(reply.status, 422, "{garbage}: {}", reply.text);
+        let absent = cp
+            .raw(admin, "GET", &format!("{INSTALLS}/{name}"), &[], "")
+            .await;
+        assert_eq!(absent.status, 404, "{garbage}: {}", absent.text);
+        // Nor over an existing object.
+        let path = format!("{INSTALLS}/kept{i}");
+        let mut object = install(&format!("kept{i}"));
+        let reply = create_as_creator(&object).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        let before = cp.raw(admin, "GET", &path, &[], "").await;
+        object = before.json.clone();
+        object["metadata"]["managedFields"] = garbage.clone();
+        object["spec"]["approvalMode"] = json!("approve-all");
+        let reply = cp
+            .raw(admin, "PUT", &path, &[JSON], object.to_string())
+            .await;
+        assert_eq!(reply.status, 422, "{garbage}: {}", reply.text);
+        let after = cp.raw(admin, "GET", &path, &[], "").await;
+        assert_eq!(after.json, before.json, "{garbage}: nothing stored");
+        assert_eq!(record(&after.json), creator);
+    }
+    // Well-typed, but no field set: taken, and not the record.
+    let ignored = json!([{"manager": "forged", "operation": "Update", "fieldsV1": 1,
+                          "time": "2026-01-01T00:00:00Z"}]);
+    let mut object = install("ignored");
+    object["metadata"]["managedFields"] = ignored.clone();
+    let reply = create_as_creator(&object).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let stored = cp
+        .raw(admin, "GET", &format!("{INSTALLS}/ignored"), &[], "")
+        .await;
+    assert_eq!(record(&stored.json), creator, "{}", stored.text);
 }

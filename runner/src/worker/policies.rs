@@ -2,7 +2,7 @@
 //! gate evaluates them, now on the real diff) and the customer's local ones.
 
 use kube_client::api::{Api, ListParams};
-use outpost_api::{ApprovalMode, AuditEventType, Install, Policy, Verdict};
+use outpost_api::{ApprovalMode, AuditEventType, Install, Lean, Policy, Verdict};
 use outpost_policy::{CompiledPolicy, PolicyMeta};
 use serde_json::{Value, json};
 
@@ -23,11 +23,13 @@ pub(super) async fn read_vendor_policies(
     session: &Session,
 ) -> Result<(Vec<Policy>, bool), Failure> {
     let client = session.plans.clone().into_client();
-    let installs = Api::<Install>::namespaced(client.clone(), &session.namespace);
-    let all = Api::<Policy>::namespaced(client, &session.namespace);
+    // Read without their managed fields, which nothing here reads.
+    let installs = Api::<Lean<Install>>::namespaced(client.clone(), &session.namespace);
+    let all = Api::<Lean<Policy>>::namespaced(client, &session.namespace);
     let every = ListParams::default();
     let read = async {
-        let Some(install) = crate::retry::retry(2, || installs.get_opt(&session.install)).await?
+        let Some(Lean(install)) =
+            crate::retry::retry(2, || installs.get_opt(&session.install)).await?
         else {
             // Gone since the gate passed the Plan (which it does only for an existing
             // install): no policy selects it, and no mode asks for a person.
@@ -38,6 +40,7 @@ pub(super) async fn read_vendor_policies(
             policies
                 .items
                 .into_iter()
+                .map(Lean::into_inner)
                 .filter(|p| outpost_policy::applies_to_install(p, &install))
                 .collect::<Vec<_>>(),
             install.spec.approval_mode() == ApprovalMode::Prompt,
