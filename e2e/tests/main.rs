@@ -38,6 +38,7 @@ mod runner_authz;
 mod runner_failover;
 mod runner_job;
 mod runner_sandbox;
+mod server_stop;
 mod standin;
 mod standin_crds;
 mod ui_sessions;

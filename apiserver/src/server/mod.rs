@@ -146,6 +146,11 @@ impl ServerState {
     }
 }
 
+/// How long requests in flight may finish once the server is told to stop (SIGTERM):
+/// then every connection is closed, watches included (kube-apiserver ends watches at
+/// once by default, `--shutdown-watch-termination-grace-period=0`).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// The API server: build it over a store, then serve its [`router`](ApiServer::router).
 #[derive(Clone)]
 pub struct ApiServer {
@@ -235,7 +240,7 @@ impl ApiServer {
         let stopper = handle.clone();
         tokio::spawn(async move {
             shutdown.await;
-            stopper.graceful_shutdown(Some(Duration::from_secs(5)));
+            stopper.graceful_shutdown(Some(SHUTDOWN_GRACE));
         });
         let limits = self.state.config.connections;
         let guard =
@@ -251,20 +256,37 @@ impl ApiServer {
     }
 
     /// Serves on `listener` until `shutdown` completes (plain HTTP, for loopback: the
-    /// in-flight limits apply, the connection timeouts do not).
+    /// in-flight limits apply, the connection timeouts do not). Like [`ApiServer::serve_tls`],
+    /// requests in flight then get [`SHUTDOWN_GRACE`] to finish and the rest (watches, which
+    /// would otherwise hold the process until they time out) are closed.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         use axum::serve::ListenerExt as _;
+        use std::future::IntoFuture as _;
         // Watch streams write one small chunk per event: do not wait to coalesce them.
         let listener = listener.tap_io(|stream| {
             let _ = stream.set_nodelay(true);
         });
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
+        let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = axum::serve(listener, self.router())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = stopping.send(());
+            })
+            .into_future();
+        tokio::select! {
+            served = serving => served,
+            () = async {
+                match stopped.await {
+                    Ok(()) => tokio::time::sleep(SHUTDOWN_GRACE).await,
+                    // Serving ended on its own: the other branch answers.
+                    Err(_) => std::future::pending().await,
+                }
+            } => Ok(()),
+        }
     }
 }
 

@@ -206,8 +206,8 @@ impl ControlPlane {
     /// CPU used so far by each process.
     pub fn cpu(&self) -> CpuTimes {
         CpuTimes {
-            apiserver: cpu_time(self.server.id()),
-            controllers: cpu_time(self.controllers.as_ref().and_then(Child::id)),
+            apiserver: cpu_time(outpost_pid(&self.server)),
+            controllers: cpu_time(self.controllers.as_ref().and_then(outpost_pid)),
             runners: cpu_time(None),
         }
     }
@@ -215,9 +215,19 @@ impl ControlPlane {
     /// The API server's and the controllers' memory now.
     pub fn memory(&self) -> (Memory, Memory) {
         (
-            Memory::of(self.server.id()),
-            Memory::of(self.controllers.as_ref().and_then(Child::id)),
+            Memory::of(outpost_pid(&self.server)),
+            Memory::of(self.controllers.as_ref().and_then(outpost_pid)),
         )
+    }
+
+    /// Stops the controllers, then the server, as an operator would: SIGTERM, then up to
+    /// a minute to exit (a process under heaptrack writes its profile then) before it is
+    /// killed. Dropping the control plane instead kills both at once.
+    pub async fn stop(mut self) {
+        if let Some(controllers) = self.controllers.take() {
+            terminate(controllers, "controllers").await;
+        }
+        terminate(self.server, "server").await;
     }
 
     /// Store writes the API server made so far, by (operation, resource), from its
@@ -256,6 +266,43 @@ impl ControlPlane {
             );
         }
         Ok(())
+    }
+}
+
+/// The pid of the `outpost` process `child` runs: the child itself, or, when the child is
+/// heaptrack's wrapper script (`OUTPOST_BENCH_HEAPTRACK`), the wrapper's child running this
+/// executable. (Measuring or signalling the wrapper would read a shell's memory and CPU,
+/// and a SIGTERM would reach the shell, not the process it profiles.)
+fn outpost_pid(child: &Child) -> Option<u32> {
+    let pid = child.id()?;
+    let exe = std::env::current_exe().ok()?;
+    let runs_this =
+        |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).ok() == Some(exe.clone());
+    if runs_this(pid) {
+        return Some(pid);
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .find(|&c| runs_this(c))
+        .or(Some(pid))
+}
+
+/// SIGTERM to the `outpost` process of `child`; kills the child if it has not exited a
+/// minute later.
+async fn terminate(mut child: Child, name: &str) {
+    if let Some(pid) = outpost_pid(&child) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+    }
+    match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
+        Ok(_) => {}
+        Err(_) => {
+            eprintln!("outpost {name} did not stop within a minute of SIGTERM: killed");
+            let _ = child.kill().await;
+        }
     }
 }
 

@@ -146,7 +146,7 @@ pub async fn run_on(bench: &FleetBench, backend: Backend) -> anyhow::Result<Back
     let caches = control_plane.cache_bytes(&admin).await?;
     let shared = &fleet.shared;
     use std::sync::atomic::Ordering::Relaxed;
-    Ok(BackendReport {
+    let report = BackendReport {
         backend,
         installs_created,
         runners_watching,
@@ -162,7 +162,11 @@ pub async fn run_on(bench: &FleetBench, backend: Backend) -> anyhow::Result<Back
         applied_twice: shared.applied_twice.load(Relaxed),
         watch_errors: shared.watch_errors.load(Relaxed),
         runner_errors: shared.errors.load(Relaxed),
-    })
+    };
+    // The runners first, so none is left retrying against a stopping server.
+    drop(fleet);
+    control_plane.stop().await;
+    Ok(report)
 }
 
 fn admin_client(control_plane: &ControlPlane) -> anyhow::Result<Client> {
