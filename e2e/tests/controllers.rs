@@ -94,8 +94,10 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
         "--type",
         "merge",
         "-p",
-        r#"{"spec":{"version":"edited","template":{"Resources":{}}}}"#,
+        r#"{"spec":{"version":"edited","template":{"Resources":{"Intruder":{"Type":"AWS::IAM::User"}}}}}"#,
     ]);
+    // The edited value is rendered back, and the added resource is gone: the stack the
+    // customer runs is the render and nothing else.
     kubectl.eventually(
         30,
         &[
@@ -103,9 +105,9 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
             "installstack",
             "acme",
             "-o",
-            "jsonpath={.spec.version} {.spec.template.Parameters.RunnerToken.NoEcho}",
+            "jsonpath={.spec.version} {.spec.template.Parameters.RunnerToken.NoEcho} [{.spec.template.Resources.Intruder}]",
         ],
-        |s| !s.starts_with("edited") && s.ends_with("true"),
+        |s| !s.starts_with("edited") && s.ends_with("true []"),
     );
 
     // A component depending on a component that does not exist makes the app Invalid.
@@ -138,4 +140,29 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
         ready.ends_with(&release),
         "the release is back to what it was: {ready} vs {release}"
     );
+
+    // A role the vendor takes out of the App leaves every install's stack: the stack
+    // controller's apply drops what it no longer renders. (Its applies were recorded as
+    // updates, which no apply prunes, so a removed role stayed in the customers' stacks.)
+    const TEMPLATE: &[&str] = &[
+        "get",
+        "installstack",
+        "acme",
+        "-o",
+        "jsonpath={.spec.template}",
+    ];
+    assert!(kubectl.ok(TEMPLATE).contains("break-glass"));
+    kubectl.ok(&[
+        "patch",
+        "app",
+        "shopfront",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op": "test", "path": "/spec/permissions/roles/3/type", "value": "break_glass"},
+            {"op": "remove", "path": "/spec/permissions/roles/3"}]"#,
+    ]);
+    kubectl.eventually(30, TEMPLATE, |t| {
+        t.contains("maintenance") && !t.contains("break-glass") && !t.contains("BreakGlass")
+    });
 }

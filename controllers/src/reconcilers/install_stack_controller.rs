@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
-use kube_client::api::{Api, Patch, PatchParams};
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::reflector::{ObjectRef, Store};
 use kube_client::runtime::{Predicate as _, WatchStreamExt as _, predicates, reflector, watcher};
@@ -146,13 +146,32 @@ async fn reconcile(
         "metadata": {"name": name, "ownerReferences": [owner], "labels": {outpost_api::labels::INSTALL: name}},
         "spec": spec,
     });
-    Api::<InstallStack>::namespaced(ctx.client.clone(), &namespace)
+    let stacks = Api::<InstallStack>::namespaced(ctx.client.clone(), &namespace);
+    let mut applied = stacks
         .patch(
             &name,
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(&stack),
         )
         .await?;
+    // An apply takes back every field another writer changed, and drops what it no longer
+    // renders, but keeps what another writer added (a resource patched into the template
+    // by hand is that writer's, not the applier's to prune). The stack is the render and
+    // nothing else: then its spec is replaced, conditional on the version just applied.
+    if digest(&applied.spec) != digest(&spec) {
+        tracing::warn!(install = %name, "the stack holds fields another writer added; replacing its spec with the render");
+        applied.spec = spec;
+        stacks
+            .replace(
+                &name,
+                &PostParams {
+                    dry_run: false,
+                    field_manager: Some(MANAGER.to_owned()),
+                },
+                &applied,
+            )
+            .await?;
+    }
     Ok(Action::requeue(RESYNC))
 }
 
