@@ -46,6 +46,17 @@ async fn app_controller_marks_apps_ready_or_invalid_and_fails_over(backend: Back
     kubectl.eventually(30, &["get", "installstacks", "-o", "name"], |s| {
         s.lines().count() == 2
     });
+    // Rendered by one apply, recorded as one: no replace after it (that is only for a
+    // stack another writer added to, below), and an `Apply` entry whose next apply prunes.
+    let managers = kubectl.ok(&[
+        "get",
+        "installstack",
+        "acme",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+    ]);
+    assert_eq!(managers.trim(), "outpost-install-stack/Apply");
     let printed = std::process::Command::new(outpost_testing::outpost_binary())
         .args(["stack", "default/acme", "--kubeconfig"])
         .arg(cp.kubeconfig(&cp.admin_token))

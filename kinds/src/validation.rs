@@ -70,15 +70,22 @@ pub fn validator(kind: &str) -> Option<fn(&Value) -> Vec<FieldError>> {
 /// the shape the whole decode checked (so a `time` that is not a timestamp is still
 /// refused), without copying their field sets.
 fn typed<K: DeserializeOwned + Validate>(object: &Value) -> Vec<FieldError> {
-    if let Some(entries) = object.pointer("/metadata/managedFields")
-        && let Err(err) = Option::<Vec<ManagedEntryShape>>::deserialize(entries)
-    {
-        return vec![FieldError::invalid("", "", err.to_string())];
+    match decode::<K>(object) {
+        Ok(typed) => typed.validate(),
+        Err(error) => vec![error],
     }
-    match outpost_api::Lean::<K>::deserialize(object) {
-        Ok(outpost_api::Lean(typed)) => typed.validate(),
-        Err(err) => vec![FieldError::invalid("", "", err.to_string())],
+}
+
+/// The object as `K`, without its managed fields, whose entries' shape is checked alone
+/// (see [`typed`]); the decode error as the one cause otherwise.
+fn decode<K: DeserializeOwned>(object: &Value) -> Result<K, FieldError> {
+    let invalid = |err: serde_json::Error| FieldError::invalid("", "", err.to_string());
+    if let Some(entries) = object.pointer("/metadata/managedFields") {
+        Option::<Vec<ManagedEntryShape>>::deserialize(entries).map_err(invalid)?;
     }
+    outpost_api::Lean::<K>::deserialize(object)
+        .map(outpost_api::Lean::into_inner)
+        .map_err(invalid)
 }
 
 /// What k8s-openapi's `ManagedFieldsEntry` reads of an entry, its `fieldsV1` (any JSON
@@ -100,9 +107,9 @@ struct ManagedEntryShape {
 /// A `Policy`'s validation, plus its module compiling (`spec.module`, naming the line
 /// and column of the first error).
 fn policy(object: &Value) -> Vec<FieldError> {
-    let policy = match outpost_api::Policy::deserialize(object) {
+    let policy = match decode::<outpost_api::Policy>(object) {
         Ok(policy) => policy,
-        Err(err) => return vec![FieldError::invalid("", "", err.to_string())],
+        Err(error) => return vec![error],
     };
     let mut errors = policy.validate();
     // A missing or misplaced package is already reported by `validate`.

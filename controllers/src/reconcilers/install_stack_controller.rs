@@ -14,7 +14,7 @@ use kube_client::runtime::controller::{Action, Controller};
 use kube_client::runtime::reflector::{ObjectRef, Store};
 use kube_client::runtime::{Predicate as _, WatchStreamExt as _, predicates, reflector, watcher};
 use kube_client::{Client, Resource as _, ResourceExt as _};
-use outpost_api::{App, Install, InstallStack, InstallStackSpec, content_hash};
+use outpost_api::{App, Install, InstallStack, InstallStackSpec, Lean, content_hash};
 use serde_json::{Value, json};
 
 use crate::caches::installs::{Change, applied};
@@ -132,9 +132,10 @@ async fn reconcile(
     let owner = install
         .controller_owner_ref(&())
         .expect("a stored Install has a name and uid");
+    let rendered = digest(&spec);
     let stored = ctx.stacks.get(&ObjectRef::new(&name).within(&namespace));
     if stored.is_some_and(|stored| {
-        stored.spec.template.as_str() == Some(digest(&spec).as_str())
+        stored.spec.template.as_str() == Some(rendered.as_str())
             && stored.owner_references().contains(&owner)
             && stored.labels().get(outpost_api::labels::INSTALL) == Some(&name)
     }) {
@@ -146,8 +147,10 @@ async fn reconcile(
         "metadata": {"name": name, "ownerReferences": [owner], "labels": {outpost_api::labels::INSTALL: name}},
         "spec": spec,
     });
-    let stacks = Api::<InstallStack>::namespaced(ctx.client.clone(), &namespace);
-    let mut applied = stacks
+    // Answers decoded without their managed fields; the replace below sends none, which
+    // keeps the stored ones.
+    let stacks = Api::<Lean<InstallStack>>::namespaced(ctx.client.clone(), &namespace);
+    let Lean(mut applied) = stacks
         .patch(
             &name,
             &PatchParams::apply(MANAGER).force(),
@@ -158,7 +161,7 @@ async fn reconcile(
     // renders, but keeps what another writer added (a resource patched into the template
     // by hand is that writer's, not the applier's to prune). The stack is the render and
     // nothing else: then its spec is replaced, conditional on the version just applied.
-    if digest(&applied.spec) != digest(&spec) {
+    if digest(&applied.spec) != rendered {
         tracing::warn!(install = %name, "the stack holds fields another writer added; replacing its spec with the render");
         applied.spec = spec;
         stacks
@@ -168,7 +171,7 @@ async fn reconcile(
                     dry_run: false,
                     field_manager: Some(MANAGER.to_owned()),
                 },
-                &applied,
+                &Lean(applied),
             )
             .await?;
     }

@@ -141,83 +141,39 @@ async fn patch_types(backend: Backend) {
     assert_eq!(reply.status, 422, "{}", reply.text);
 
     let apply = "apiVersion: outpost.dev/v1alpha1\nkind: Install\nmetadata:\n  name: p\nspec:\n  app: shopfront\n  approvalMode: prompt\n  cloud:\n    provider: aws\n    accountId: \"123456789012\"\n    region: us-east-1\n";
-    let conflict = cp
-        .patch(
-            &format!("{path}?fieldManager=tool"),
-            "application/apply-patch+yaml",
-            apply,
-        )
-        .await;
+    let conflict = apply_as(&cp, &format!("{path}?fieldManager=tool"), apply).await;
     assert_eq!(
         conflict.status, 409,
         "a field another manager set conflicts: {}",
         conflict.text
     );
-    let forced = cp
-        .patch(
-            &format!("{path}?fieldManager=tool&force=true"),
-            "application/apply-patch+yaml",
-            apply,
-        )
-        .await;
+    let forced = apply_as(&cp, &format!("{path}?fieldManager=tool&force=true"), apply).await;
     assert_eq!(forced.status, 200, "{}", forced.text);
     assert_eq!(forced.json["spec"]["cloud"]["region"], "us-east-1");
-    let managers: Vec<&str> = forced.json["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["manager"].as_str())
-        .collect();
-    assert!(managers.contains(&"tool"), "{managers:?}");
-    // Apply creates when absent.
-    let created = cp
-        .patch(
-            &format!("{INSTALLS}/fresh?fieldManager=tool"),
-            "application/apply-patch+yaml",
-            apply.replace("name: p", "name: fresh"),
-        )
-        .await;
+    assert!(
+        managers(&forced.json).contains(&("tool".to_owned(), "Apply".to_owned())),
+        "{}",
+        forced.text
+    );
+    // Apply creates when absent ...
+    let fresh = format!("{INSTALLS}/fresh");
+    let fresh_apply = apply.replace("name: p", "name: fresh");
+    let created = apply_as(&cp, &format!("{fresh}?fieldManager=tool"), &fresh_apply).await;
     assert_eq!(created.status, 201, "{}", created.text);
     // ... and records the applier as kube does: one `Apply` entry, not an `Update` that
     // would own every field and make the applier's next apply conflict with itself.
-    let fresh = format!("{INSTALLS}/fresh");
-    let entries = |object: &Value| -> Vec<(String, String)> {
-        object["metadata"]["managedFields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| {
-                let s = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
-                (s("manager"), s("operation"))
-            })
-            .collect()
-    };
     let applied = [("tool".to_owned(), "Apply".to_owned())];
-    assert_eq!(entries(&created.json), applied, "{}", created.text);
+    assert_eq!(managers(&created.json), applied, "{}", created.text);
     let stored = cp.raw(Some(&cp.admin_token), "GET", &fresh, &[], "").await;
-    assert_eq!(entries(&stored.json), applied, "{}", stored.text);
+    assert_eq!(managers(&stored.json), applied, "{}", stored.text);
     // Its next apply changes a field it owns without force, and drops one it no longer
     // applies.
-    let labelled = apply.replace("name: p\n", "name: fresh\n  labels:\n    tier: gold\n");
-    let reply = cp
-        .patch(
-            &format!("{fresh}?fieldManager=tool"),
-            "application/apply-patch+yaml",
-            labelled,
-        )
-        .await;
+    let labelled = fresh_apply.replace("name: fresh\n", "name: fresh\n  labels:\n    tier: gold\n");
+    let reply = apply_as(&cp, &format!("{fresh}?fieldManager=tool"), &labelled).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["metadata"]["labels"]["tier"], "gold");
-    let reapplied = apply
-        .replace("name: p", "name: fresh")
-        .replace("us-east-1", "eu-north-1");
-    let reply = cp
-        .patch(
-            &format!("{fresh}?fieldManager=tool"),
-            "application/apply-patch+yaml",
-            reapplied,
-        )
-        .await;
+    let moved = fresh_apply.replace("us-east-1", "eu-north-1");
+    let reply = apply_as(&cp, &format!("{fresh}?fieldManager=tool"), &moved).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["spec"]["cloud"]["region"], "eu-north-1");
     assert!(
@@ -225,15 +181,9 @@ async fn patch_types(backend: Backend) {
         "a label the applier dropped is removed: {}",
         reply.text
     );
-    assert_eq!(entries(&reply.json), applied, "{}", reply.text);
+    assert_eq!(managers(&reply.json), applied, "{}", reply.text);
     // Another manager still conflicts with it.
-    let other = cp
-        .patch(
-            &format!("{fresh}?fieldManager=other"),
-            "application/apply-patch+yaml",
-            apply.replace("name: p", "name: fresh"),
-        )
-        .await;
+    let other = apply_as(&cp, &format!("{fresh}?fieldManager=other"), &fresh_apply).await;
     assert_eq!(other.status, 409, "{}", other.text);
     assert!(
         other.text.contains(r#"with \"tool\": .spec.cloud.region"#),
@@ -241,15 +191,14 @@ async fn patch_types(backend: Backend) {
         other.text
     );
     // A dry-run apply that would create answers the same record and stores nothing.
-    let dry = cp
-        .patch(
-            &format!("{INSTALLS}/dry?fieldManager=tool&dryRun=All"),
-            "application/apply-patch+yaml",
-            apply.replace("name: p", "name: dry"),
-        )
-        .await;
+    let dry = apply_as(
+        &cp,
+        &format!("{INSTALLS}/dry?fieldManager=tool&dryRun=All"),
+        &apply.replace("name: p", "name: dry"),
+    )
+    .await;
     assert_eq!(dry.status, 201, "{}", dry.text);
-    assert_eq!(entries(&dry.json), applied, "{}", dry.text);
+    assert_eq!(managers(&dry.json), applied, "{}", dry.text);
     let absent = cp
         .raw(
             Some(&cp.admin_token),
@@ -262,6 +211,28 @@ async fn patch_types(backend: Backend) {
     assert_eq!(absent.status, 404, "{}", absent.text);
 }
 
+/// A server-side apply of `body` (YAML) to `path` (its query names the manager), as admin.
+async fn apply_as(cp: &ControlPlane, path: &str, body: &str) -> outpost_testing::Reply {
+    cp.patch(path, "application/apply-patch+yaml", body.to_owned())
+        .await
+}
+
+/// `(manager, operation)` of each of `object`'s `managedFields` entries, each checked to
+/// be a field set with a timestamp.
+fn managers(object: &Value) -> Vec<(String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("managedFields is a list: {object}"))
+        .iter()
+        .map(|m| {
+            assert!(m["fieldsV1"].is_object(), "{m}");
+            assert!(m["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{m}");
+            let s = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
+            (s("manager"), s("operation"))
+        })
+        .collect()
+}
+
 /// `managedFields` a request sends are checked as the typed decode always checked them,
 /// though it now passes over them (`outpost_api::Lean`): ill-typed entries are refused with
 /// nothing stored (a `time` that is not a timestamp, stored, would break every client
@@ -270,19 +241,6 @@ async fn patch_types(backend: Backend) {
 async fn malformed_managed_fields_are_never_stored(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
     let admin = Some(cp.admin_token.as_str());
-    let record = |object: &Value| -> Vec<(String, String)> {
-        object["metadata"]["managedFields"]
-            .as_array()
-            .unwrap_or_else(|| panic!("managedFields is a list: {object}"))
-            .iter()
-            .map(|m| {
-                assert!(m["fieldsV1"].is_object(), "{m}");
-                assert!(m["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{m}");
-                let s = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
-                (s("manager"), s("operation"))
-            })
-            .collect()
-    };
     let creator = [("creator".to_owned(), "Update".to_owned())];
     let create_as_creator = async |object: &Value| {
         cp.raw(
@@ -328,7 +286,7 @@ async fn malformed_managed_fields_are_never_stored(backend: Backend) {
         assert_eq!(reply.status, 422, "{garbage}: {}", reply.text);
         let after = cp.raw(admin, "GET", &path, &[], "").await;
         assert_eq!(after.json, before.json, "{garbage}: nothing stored");
-        assert_eq!(record(&after.json), creator);
+        assert_eq!(managers(&after.json), creator);
     }
     // Well-typed, but no field set: taken, and not the record.
     let ignored = json!([{"manager": "forged", "operation": "Update", "fieldsV1": 1,
@@ -340,5 +298,5 @@ async fn malformed_managed_fields_are_never_stored(backend: Backend) {
     let stored = cp
         .raw(admin, "GET", &format!("{INSTALLS}/ignored"), &[], "")
         .await;
-    assert_eq!(record(&stored.json), creator, "{}", stored.text);
+    assert_eq!(managers(&stored.json), creator, "{}", stored.text);
 }
