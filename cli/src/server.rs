@@ -211,12 +211,76 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Completes on Ctrl-C (SIGINT) or SIGTERM.
-pub async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("a SIGTERM handler can be installed");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// Completes on Ctrl-C (SIGINT) or SIGTERM sent from the moment it is called (the
+/// listeners are made then, not when the future is first polled).
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    let mut signals = StopSignals::listen();
+    async move { signals.recv().await }
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM, listened for from the moment this is made until it is
+/// dropped. tokio delivers a signal only to the listeners that exist when it arrives
+/// (and once one was made, the signal no longer ends the process), so a process that
+/// waits for them twice must keep one listener between the waits: one made anew for
+/// the second wait misses a signal sent in between, and the process never stops.
+pub struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Starts listening (inside the runtime).
+    pub fn listen() -> StopSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        StopSignals {
+            interrupt: signal(SignalKind::interrupt()).expect("a SIGINT handler can be installed"),
+            terminate: signal(SignalKind::terminate()).expect("a SIGTERM handler can be installed"),
+        }
+    }
+
+    /// Completes at the next SIGINT or SIGTERM, or at once for one that arrived since the
+    /// last call. Cancel safe: a signal is kept for the next call.
+    pub async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn interrupt_this_process() {
+        rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::INT)
+            .unwrap();
+    }
+
+    /// `outpost up` waits for Ctrl-C twice (while the install comes up, then until it is
+    /// stopped): a Ctrl-C sent while it is between the two waits must stop it.
+    #[tokio::test]
+    async fn a_signal_sent_between_two_waits_ends_the_second() {
+        let mut signals = StopSignals::listen();
+        interrupt_this_process();
+        tokio::time::timeout(Duration::from_secs(10), signals.recv())
+            .await
+            .expect("the first wait sees the signal");
+        // Between the waits (nobody polls `signals`): the signal is kept for the next one.
+        interrupt_this_process();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Why one listener is kept: one made after the signal never sees it.
+        let late = StopSignals::listen();
+        tokio::time::timeout(Duration::from_secs(10), signals.recv())
+            .await
+            .expect("the signal sent between the waits ends the second wait");
+        let mut late = late;
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), late.recv())
+                .await
+                .is_err(),
+            "a listener made after the signal saw it"
+        );
     }
 }

@@ -30,7 +30,7 @@ use outpost_controllers::leader::Election;
 use outpost_controllers::run::{all_controllers, run_while_leader};
 
 use crate::manifests;
-use crate::server::shutdown_signal;
+use crate::server::StopSignals;
 use children::{Supervised, on_path};
 /// Arguments of `outpost up`.
 #[derive(clap::Args)]
@@ -236,6 +236,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     for reason in &skipped {
         println!("outpost: skipped: {reason}");
     }
+    // One listener for both waits below: a Ctrl-C between them is not lost.
+    let mut signals = StopSignals::listen();
     let stopped_early = if skipped.is_empty() {
         println!("outpost: waiting for install {namespace}/{install} to be Active");
         tokio::select! {
@@ -247,7 +249,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 }
                 false
             }
-            () = shutdown_signal() => true,
+            () = signals.recv() => true,
         }
     } else {
         println!(
@@ -278,7 +280,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             }
         }
         println!("outpost: press Ctrl-C to stop");
-        shutdown_signal().await;
+        signals.recv().await;
     }
     println!("outpost: stopping");
     runner.stop().await;

@@ -67,7 +67,7 @@ async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_onc
     .await;
     // A last, undisturbed run finishes and reports whatever is left.
     let mut runner = start_runner(&cp, &token, &state);
-    let done = eventually(120, "every plan to be final", async || {
+    let done = wait_for(Duration::from_secs(120), async || {
         let items = plans.list(&ListParams::default()).await.ok()?.items;
         items
             .iter()
@@ -75,6 +75,31 @@ async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_onc
             .then_some(items)
     })
     .await;
+    let Some(done) = done else {
+        // What is stuck, and what the runner's journal says of it.
+        let items = plans.list(&ListParams::default()).await.unwrap().items;
+        let journal = std::fs::read_to_string(state.join("journal.jsonl")).unwrap_or_default();
+        let stuck: Vec<String> = items
+            .iter()
+            .filter(|p| !phase(p).is_some_and(PlanPhase::is_terminal))
+            .map(|p| {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let journaled: Vec<&str> = journal
+                    .lines()
+                    .filter(|l| l.contains(&format!("\"{name}\"")))
+                    .collect();
+                format!(
+                    "{name}: status {}; journal {journaled:#?}",
+                    serde_json::to_string(&p.status).unwrap()
+                )
+            })
+            .collect();
+        panic!(
+            "after {kills} kills, {} plans are not final:\n{}",
+            stuck.len(),
+            stuck.join("\n")
+        );
+    };
     assert_eq!(done.len(), PLANS);
 
     // Everything the runner recorded is shipped; then it is stopped so the log holds still.

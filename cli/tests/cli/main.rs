@@ -91,13 +91,17 @@ impl Up {
             .collect()
     }
 
-    /// SIGINT (what Ctrl-C sends); waits for a clean exit and returns what it printed.
+    /// SIGINT (what Ctrl-C sends); waits for a clean exit (a minute: it stops its
+    /// children within 10 s each) and returns what it printed.
     fn interrupt(mut self) -> Vec<String> {
         Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
             .status()
             .unwrap();
-        let status = self.child.wait().unwrap();
+        let status = wait_for_blocking(std::time::Duration::from_secs(60), || {
+            self.child.try_wait().unwrap()
+        })
+        .unwrap_or_else(|| panic!("outpost up still ran a minute after SIGINT"));
         assert!(status.success(), "outpost up exited with {status}");
         self.lines.rest()
     }
