@@ -177,7 +177,7 @@ fn install_policy(reads: &Reads<'_>, namespace: Option<&str>, install: &str) -> 
     let mode = reads
         .resource(outpost_api::GROUP, outpost_api::VERSION, "installs")
         .and_then(|rt| reads.cached(&rt, namespace, install))
-        .and_then(|cached| serde_json::from_slice::<Stored>(cached.json()).ok())
+        .and_then(|cached| serde_json::from_slice::<Stored>(&cached.json()).ok())
         .and_then(|i| i.spec?.approval_mode)
         .unwrap_or_default();
     InstallPolicy {

@@ -122,7 +122,7 @@ impl Authenticator for RunnerTokens {
             #[serde(rename = "runnerTokenHash")]
             runner_token_hash: Option<String>,
         }
-        let hash = serde_json::from_slice::<Stored>(install.json())
+        let hash = serde_json::from_slice::<Stored>(&install.json())
             .ok()
             .and_then(|i| i.status?.runner_token_hash)
             .ok_or(ApiError::Unauthorized)?;

@@ -316,7 +316,7 @@ fn rbac_objects(state: &ServerState, info: &RequestInfo) -> Result<rbac::RbacObj
             .list(namespace, None, |_| true)
             .objects
             .iter()
-            .filter_map(|o| serde_json::from_slice(o.json()).ok())
+            .filter_map(|o| serde_json::from_slice(&o.json()).ok())
             .collect())
     }
     let namespace = match info {

@@ -204,7 +204,7 @@ fn cached_list(call: &Call, snapshot: Snapshot, limit: usize) -> Result<Response
     }
     let head = json!({"apiVersion": rt.api_version(), "kind": rt.list_kind, "metadata": list_meta});
     let head = serde_json::to_vec(&head).expect("JSON encodes");
-    let size: usize = objects.iter().map(|o| o.json().len() + 1).sum();
+    let size: usize = objects.iter().map(|o| o.json_len() + 1).sum();
     let mut body = BytesMut::with_capacity(head.len() + size + 16);
     // `{"apiVersion":..,"kind":..,"metadata":{..}` then `,"items":[...]}`.
     body.put_slice(&head[..head.len() - 1]);
@@ -213,7 +213,7 @@ fn cached_list(call: &Call, snapshot: Snapshot, limit: usize) -> Result<Response
         if i > 0 {
             body.put_u8(b',');
         }
-        body.put_slice(object.json());
+        body.put_slice(&object.json());
     }
     body.put_slice(b"]}");
     Ok(json_bytes(StatusCode::OK, body.freeze()))

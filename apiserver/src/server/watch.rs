@@ -67,7 +67,7 @@ impl View {
                 );
                 encode_line(event_type.as_str(), &row)
             }
-            None => Line::Event(event_type, object.json().clone()),
+            None => Line::Event(event_type, object.json()),
         }
     }
 

@@ -93,7 +93,7 @@ impl CachedEvent {
 
     /// The event as one line of a watch response.
     pub fn line(&self, event_type: EventType) -> Line {
-        Line::Event(event_type, self.object.json().clone())
+        Line::Event(event_type, self.object.json())
     }
 }
 

@@ -1,6 +1,8 @@
 //! One object as the cache keeps it: its JSON (with `resourceVersion`), encoded once,
 //! and what selectors and the index read of it, taken out once. Lists and watch events
-//! are written from the JSON as it is; nothing is decoded to serve them.
+//! are written from the JSON as it is; nothing is decoded to serve them. A large object
+//! (an install's rendered stack: ≈ 20 KiB, a third of the bytes an install keeps in the
+//! caches) is held LZ4-compressed and decompressed when served.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -27,7 +29,62 @@ pub struct CachedObject {
     /// `(path, text)` of every field a selector, the index or an authorization scope
     /// may read.
     fields: Vec<(String, String)>,
-    json: Bytes,
+    json: Json,
+}
+
+/// JSON at least this long is held compressed if that saves a quarter of it. Below it
+/// the object is served as it is held, without a copy (Plans, Installs, Runners: the
+/// objects read on every dispatch).
+const COMPRESS_FROM: usize = 8 * 1024;
+
+/// An object's JSON as the cache holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Json {
+    Plain(Bytes),
+    /// An LZ4 block of JSON `len` bytes long.
+    Lz4 {
+        block: Box<[u8]>,
+        len: usize,
+    },
+}
+
+impl Json {
+    fn new(json: Vec<u8>) -> Json {
+        if json.len() >= COMPRESS_FROM {
+            let block = lz4_flex::block::compress(&json);
+            if block.len() <= json.len() / 4 * 3 {
+                return Json::Lz4 {
+                    block: block.into_boxed_slice(),
+                    len: json.len(),
+                };
+            }
+        }
+        Json::Plain(Bytes::from(json))
+    }
+
+    fn bytes(&self) -> Bytes {
+        match self {
+            Json::Plain(bytes) => bytes.clone(),
+            Json::Lz4 { block, len } => Bytes::from(
+                lz4_flex::block::decompress(block, *len)
+                    .expect("the cache decompresses what it compressed"),
+            ),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Json::Plain(bytes) => bytes.len(),
+            Json::Lz4 { len, .. } => *len,
+        }
+    }
+
+    fn held(&self) -> usize {
+        match self {
+            Json::Plain(bytes) => bytes.len(),
+            Json::Lz4 { block, .. } => block.len(),
+        }
+    }
 }
 
 impl CachedObject {
@@ -168,7 +225,7 @@ impl CachedObject {
             revision: kv.mod_revision,
             labels,
             fields,
-            json: Bytes::from(json),
+            json: Json::new(json),
         })
     }
 
@@ -184,7 +241,7 @@ impl CachedObject {
             revision,
             labels: labels_of(object),
             fields,
-            json: Bytes::from(serde_json::to_vec(object).expect("a JSON value serialises")),
+            json: Json::new(serde_json::to_vec(object).expect("a JSON value serialises")),
         }
     }
 
@@ -196,14 +253,20 @@ impl CachedObject {
         Ok(CachedObject::new(rt, self.key.clone(), revision, &last))
     }
 
-    /// The object's JSON, `resourceVersion` included.
-    pub fn json(&self) -> &Bytes {
-        &self.json
+    /// The object's JSON, `resourceVersion` included: the bytes the cache holds (not a
+    /// copy), or for a large object the bytes decompressed.
+    pub fn json(&self) -> Bytes {
+        self.json.bytes()
+    }
+
+    /// How long [`CachedObject::json`] is.
+    pub fn json_len(&self) -> usize {
+        self.json.len()
     }
 
     /// The object, decoded (for the few readers that need all of it: tables, updates).
     pub fn value(&self) -> Result<Value, ApiError> {
-        serde_json::from_slice(&self.json)
+        serde_json::from_slice(&self.json())
             .map_err(|e| ApiError::Internal(format!("cached object {} is not JSON: {e}", self.key)))
     }
 
@@ -235,7 +298,7 @@ impl CachedObject {
 
     /// Bytes held (for the memory figures of the cache).
     pub fn size(&self) -> usize {
-        self.json.len()
+        self.json.held()
             + self.key.len()
             + self
                 .labels
@@ -394,6 +457,79 @@ mod tests {
             assert_eq!(
                 spliced.value().unwrap()["metadata"]["resourceVersion"],
                 "1234"
+            );
+        }
+    }
+
+    /// A stack-sized object: `resources` entries of repetitive JSON (what a rendered
+    /// template is), and with `random`, 12 KiB of random text besides (nothing LZ4 finds
+    /// to repeat).
+    fn large(resources: usize, random: bool) -> Value {
+        let resources: serde_json::Map<String, Value> = (0..resources)
+            .map(|i| {
+                (
+                    format!("Role{i}"),
+                    json!({"Type": "AWS::IAM::Role", "Properties": {
+                        "RoleName": format!("outpost-{i}"),
+                        "ManagedPolicyArns": [format!("arn:aws:iam::aws:policy/ReadOnly-{}", i % 7)]}}),
+                )
+            })
+            .collect();
+        let blob: String = (0..if random { 12 * 1024 } else { 0 })
+            .map(|_| {
+                char::from(
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                        [rand::random::<u8>() as usize % 64],
+                )
+            })
+            .collect();
+        json!({"metadata": {"name": "w1", "namespace": "shop", "labels": {"example.com/owner": "acme"}},
+               "spec": {"owner": "acme", "blob": blob, "template": {"Resources": resources}}})
+    }
+
+    #[test]
+    fn large_objects_are_held_compressed_and_served_as_they_were_written() {
+        let rt = widgets();
+        for (resources, random, compressed) in [
+            (10, false, false), // below the threshold: held as it is
+            (200, false, true),
+            (2, true, false), // not a quarter to gain
+        ] {
+            let object = large(resources, random);
+            let kv = stored(to_store(&object).to_vec());
+            let cached = CachedObject::from_store(&rt, &kv).unwrap();
+            let decoded = decoded(&rt, &kv);
+            let mut expected = object.clone();
+            expected["metadata"]["resourceVersion"] = json!("1234");
+            let what = format!("{resources} resources, random {random}");
+            // Byte for byte what the decoded object encodes to, on both paths.
+            assert_eq!(
+                cached.json(),
+                serde_json::to_vec(&expected).unwrap(),
+                "{what}"
+            );
+            assert_eq!(cached.json(), decoded.json(), "{what}");
+            assert_eq!(cached.json_len(), cached.json().len(), "{what}");
+            assert_eq!(cached.value().unwrap(), expected, "{what}");
+            assert_eq!(cached.labels, decoded.labels, "{what}");
+            assert_eq!(cached.fields, decoded.fields, "{what}");
+            assert_eq!(cached.text("spec.owner"), "acme", "{what}");
+            let held = cached.json.held();
+            if compressed {
+                assert!(cached.json_len() >= COMPRESS_FROM, "{what}");
+                assert!(
+                    held * 4 < cached.json_len(),
+                    "{what}: {held} bytes held for {}",
+                    cached.json_len()
+                );
+            } else {
+                assert_eq!(held, cached.json_len(), "{what}");
+                // Served without a copy.
+                assert_eq!(cached.json().as_ptr(), cached.json().as_ptr(), "{what}");
+            }
+            assert!(
+                cached.size() >= held && cached.size() < held + 200,
+                "{what}"
             );
         }
     }

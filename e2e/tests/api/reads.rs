@@ -2,7 +2,12 @@
 
 use super::*;
 
-on_both_backends!(tables_for_lists_and_watches, watch_protocol, paged_lists);
+on_both_backends!(
+    tables_for_lists_and_watches,
+    watch_protocol,
+    paged_lists,
+    large_objects_read_back_as_written
+);
 
 async fn tables_for_lists_and_watches(backend: Backend) {
     let cp = ControlPlane::start(backend).await;
@@ -254,4 +259,92 @@ async fn paged_lists(backend: Backend) {
         resumed.json["items"][0]["metadata"]["name"], "page-3",
         "continues after the first page's last key"
     );
+}
+
+/// The watch cache holds an object of 8 KiB or more compressed (an install's rendered
+/// stack is ≈ 20 KiB): every read serves it as written, from the cache filled by the
+/// writes and from the cache filled from the store after a restart.
+async fn large_objects_read_back_as_written(backend: Backend) {
+    let mut cp = ControlPlane::start(backend).await;
+    let mut object = install("large");
+    for i in 0..60 {
+        object["metadata"]["annotations"][format!("example.com/statement-{i:02}")] = json!(
+            format!(
+                "{{\"Effect\":\"Allow\",\"Action\":[\"s3:GetObject\",\"s3:ListBucket\"],\"Resource\":\"arn:aws:s3:::shop-{}/*\"}}",
+                i % 5
+            )
+        );
+    }
+    let small = create(&cp, &install("small")).await;
+    let created = create(&cp, &object).await;
+    assert!(
+        created.to_string().len() > 8 * 1024,
+        "large enough to be compressed"
+    );
+    let url = format!("{INSTALLS}/large");
+    // A change to it, as a watch from its creation sees it.
+    let (status, mut lines) = cp
+        .stream_lines(
+            &format!(
+                "{INSTALLS}?watch=true&fieldSelector=metadata.name%3Dlarge&resourceVersion={}",
+                created["metadata"]["resourceVersion"].as_str().unwrap()
+            ),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200);
+    let patched = cp
+        .raw(
+            Some(&cp.admin_token),
+            "PATCH",
+            &url,
+            &[("content-type", "application/merge-patch+json")],
+            json!({"metadata": {"annotations": {"example.com/statement-07": "changed"}}})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    let patched = patched.json;
+    assert_eq!(
+        patched["metadata"]["annotations"]["example.com/statement-07"],
+        "changed"
+    );
+    let modified = next_event(&mut lines).await;
+    assert_eq!(
+        (&modified["type"], &modified["object"]),
+        (&json!("MODIFIED"), &patched)
+    );
+    for restarted in [false, true] {
+        if restarted {
+            cp.restart().await;
+        }
+        let got = cp.raw(Some(&cp.admin_token), "GET", &url, &[], "").await;
+        assert_eq!(
+            (got.status, &got.json),
+            (200, &patched),
+            "restarted {restarted}"
+        );
+        let list = cp
+            .raw(Some(&cp.admin_token), "GET", INSTALLS, &[], "")
+            .await;
+        assert_eq!(
+            list.json["items"],
+            json!([patched, small]),
+            "restarted {restarted}"
+        );
+        // A watch's initial events.
+        let (status, mut lines) = cp
+            .stream_lines(
+                &format!("{INSTALLS}?watch=true&fieldSelector=metadata.name%3Dlarge"),
+                &[],
+            )
+            .await;
+        assert_eq!(status, 200);
+        let added = next_event(&mut lines).await;
+        assert_eq!(
+            (&added["type"], &added["object"]),
+            (&json!("ADDED"), &patched),
+            "restarted {restarted}"
+        );
+    }
 }
