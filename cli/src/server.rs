@@ -271,11 +271,10 @@ mod tests {
         interrupt_this_process();
         tokio::time::sleep(Duration::from_millis(100)).await;
         // Why one listener is kept: one made after the signal never sees it.
-        let late = StopSignals::listen();
+        let mut late = StopSignals::listen();
         tokio::time::timeout(Duration::from_secs(10), signals.recv())
             .await
             .expect("the signal sent between the waits ends the second wait");
-        let mut late = late;
         assert!(
             tokio::time::timeout(Duration::from_millis(300), late.recv())
                 .await

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use kube_client::api::{Api, ListParams};
 use outpost_api::{AuditEvent, AuditEventType, Plan, PlanPhase};
+use outpost_runner::journal::{JOURNAL_FILE, Record, Stage};
 use outpost_testing::job_plans::{
     approved_job_plan, audit_verify, install_with_token, local_events, runner_command, step_runs,
 };
@@ -78,18 +79,23 @@ async fn kill_9_of_the_real_runner_across_100_job_plans_applies_each_at_most_onc
     let Some(done) = done else {
         // What is stuck, and what the runner's journal says of it.
         let items = plans.list(&ListParams::default()).await.unwrap().items;
-        let journal = std::fs::read_to_string(state.join("journal.jsonl")).unwrap_or_default();
+        let journal: Vec<Record> = std::fs::read_to_string(state.join(JOURNAL_FILE))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
         let stuck: Vec<String> = items
             .iter()
             .filter(|p| !phase(p).is_some_and(PlanPhase::is_terminal))
             .map(|p| {
-                let name = p.metadata.name.clone().unwrap_or_default();
-                let journaled: Vec<&str> = journal
-                    .lines()
-                    .filter(|l| l.contains(&format!("\"{name}\"")))
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                let stages: Vec<&Stage> = journal
+                    .iter()
+                    .filter(|r| r.plan == name)
+                    .map(|r| &r.stage)
                     .collect();
                 format!(
-                    "{name}: status {}; journal {journaled:#?}",
+                    "{name}: status {}; journal {stages:?}",
                     serde_json::to_string(&p.status).unwrap()
                 )
             })

@@ -38,7 +38,7 @@ pub struct CachedObject {
 const COMPRESS_FROM: usize = 8 * 1024;
 
 /// An object's JSON as the cache holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 enum Json {
     Plain(Bytes),
     /// An LZ4 block of JSON `len` bytes long.
@@ -449,7 +449,7 @@ mod tests {
             let spliced = CachedObject::from_stored_json(&rt, &kv)
                 .unwrap_or_else(|| panic!("not spliced: {object}"));
             let decoded = decoded(&rt, &kv);
-            assert_eq!(spliced.json, decoded.json, "{object}");
+            assert_eq!(spliced.json(), decoded.json(), "{object}");
             assert_eq!(spliced.labels, decoded.labels, "{object}");
             assert_eq!(spliced.fields, decoded.fields, "{object}");
             assert_eq!(spliced.key, decoded.key);
@@ -555,7 +555,7 @@ mod tests {
             let text = String::from_utf8_lossy(&kv.value).into_owned();
             assert!(CachedObject::from_stored_json(&rt, &kv).is_none(), "{text}");
             let cached = CachedObject::from_store(&rt, &kv).unwrap();
-            assert_eq!(cached.json, decoded(&rt, &kv).json, "{text}");
+            assert_eq!(cached.json(), decoded(&rt, &kv).json(), "{text}");
         }
     }
 }
