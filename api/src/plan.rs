@@ -159,9 +159,12 @@ pub enum PlanPhase {
 }
 
 impl PlanPhase {
+    /// The phases a Plan never leaves.
+    pub const TERMINAL: [PlanPhase; 3] = [Self::Denied, Self::Succeeded, Self::Failed];
+
     /// Whether the Plan will not move any more.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Denied | Self::Succeeded | Self::Failed)
+        Self::TERMINAL.contains(&self)
     }
 }
 
@@ -315,6 +318,61 @@ mod tests {
     use super::*;
     use crate::FieldErrorKind;
     use serde_json::json;
+
+    /// Every phase a Plan can have, read off its schema (variants with docs are a
+    /// `oneOf` of `const`s, others an `enum`).
+    fn every_phase() -> Vec<PlanPhase> {
+        fn names(schema: &Value, out: &mut Vec<String>) {
+            match schema {
+                Value::Object(map) => {
+                    for (key, value) in map {
+                        match (key.as_str(), value) {
+                            ("const", Value::String(name)) => out.push(name.clone()),
+                            ("enum", Value::Array(items)) => out
+                                .extend(items.iter().filter_map(|i| i.as_str().map(str::to_owned))),
+                            _ => names(value, out),
+                        }
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|i| names(i, out)),
+                _ => {}
+            }
+        }
+        let schema = serde_json::to_value(schemars::schema_for!(PlanPhase)).unwrap();
+        let mut found = Vec::new();
+        names(&schema, &mut found);
+        found
+            .iter()
+            .map(|name| serde_json::from_value(json!(name)).unwrap())
+            .collect()
+    }
+
+    /// `TERMINAL` (which the watch cache holds compressed) is exactly the phases nothing
+    /// moves a Plan out of: no status write, no decision.
+    #[test]
+    fn terminal_phases_are_those_no_writer_leaves() {
+        use crate::plan_lifecycle::{Writer, allowed};
+        let every = every_phase();
+        assert_eq!(every.len(), 11, "{every:?}");
+        for from in &every {
+            // A person's decision (the approval subresource, not a status move) moves
+            // a Plan awaiting approval.
+            let decided = *from == PlanPhase::AwaitingApproval;
+            let leaves = decided
+                || every.iter().any(|to| {
+                    to != from
+                        && [Writer::Runner, Writer::Operator]
+                            .into_iter()
+                            .any(|writer| allowed(writer, Some(*from), *to).is_ok())
+                });
+            assert_eq!(from.is_terminal(), !leaves, "{from:?}");
+            assert_eq!(
+                from.is_terminal(),
+                PlanPhase::TERMINAL.contains(from),
+                "{from:?}"
+            );
+        }
+    }
 
     fn plan(operation: Operation, kind: EntityKind, name: &str) -> Plan {
         let state = json!({"kind": "Deployment"});

@@ -38,6 +38,18 @@ pub struct IndexBy {
     pub field: String,
 }
 
+/// Which objects of a type will not change again (a finished Plan): those whose `field`
+/// (dotted, e.g. `status.phase`) has one of `values`. The watch cache holds them
+/// compressed against a dictionary of the type's first settled objects, since they are
+/// most of a fleet's objects and read only by lists and watches that start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settled {
+    /// The dotted field, e.g. `status.phase`.
+    pub field: String,
+    /// Its values that mean the object is settled, e.g. `Succeeded`.
+    pub values: Vec<String>,
+}
+
 /// A subresource served by a plugin ([`crate::server::Subresource`]), as the type
 /// declares it.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +108,8 @@ pub struct ResourceType {
     pub strategy: Arc<dyn Strategy>,
     /// How the watch cache indexes its objects, if it does.
     pub index: Option<IndexBy>,
+    /// Which of its objects the watch cache holds compressed, if any.
+    pub settled: Option<Settled>,
     /// Subresources served by plugins.
     pub subresources: Vec<PluginSubresource>,
     /// Whether strategic merge patches are served (the stand-in cluster's built-in
@@ -204,6 +218,7 @@ impl ResourceType {
                 selectable_fields: selectable_fields_of(v),
                 strategy: Arc::new(NoRules),
                 index: None,
+                settled: None,
                 subresources: Vec::new(),
                 strategic_merge: false,
             })
@@ -234,6 +249,7 @@ impl ResourceType {
             selectable_fields: Vec::new(),
             strategy: Arc::new(NoRules),
             index: None,
+            settled: None,
             subresources: Vec::new(),
             strategic_merge: false,
         }

@@ -50,7 +50,7 @@ mod schema_tests;
 use std::sync::Arc;
 
 use outpost_apiserver::auth::{GroupAuthorizer, TokenFile};
-use outpost_apiserver::registry::{IndexBy, PluginSubresource, Registry, ResourceType};
+use outpost_apiserver::registry::{IndexBy, PluginSubresource, Registry, ResourceType, Settled};
 use outpost_apiserver::server::ServerConfig;
 
 pub use groups::{ADMINS, APPROVERS, VIEWERS};
@@ -70,7 +70,21 @@ fn add_kinds(registry: &mut Registry) {
         for mut rt in ResourceType::from_crd(&crd) {
             rt.strategy = Arc::new(validation::KindRules::of(&rt.kind));
             match rt.plural.as_str() {
-                "plans" => rt.subresources.push(approval::subresource()),
+                "plans" => {
+                    rt.subresources.push(approval::subresource());
+                    // Finished Plans are most of a fleet's objects (10 or more per
+                    // install) and are read only by lists and watches that start.
+                    rt.settled = Some(Settled {
+                        field: "status.phase".into(),
+                        values: outpost_api::PlanPhase::TERMINAL
+                            .iter()
+                            .map(|phase| match serde_json::to_value(phase) {
+                                Ok(serde_json::Value::String(name)) => name,
+                                other => unreachable!("a phase is a name: {other:?}"),
+                            })
+                            .collect(),
+                    });
+                }
                 "installs" => rt.subresources.push(PluginSubresource {
                     name: mint::SUBRESOURCE.into(),
                     described: None,

@@ -65,9 +65,8 @@ impl Scope for InstallScope {
             Owner::SpecInstall => {
                 object.field(SCOPE_FIELD) == self.install.as_str()
                     && object
-                        .labels()
-                        .get(INSTALL_LABEL)
-                        .is_none_or(|l| *l == self.install)
+                        .label(INSTALL_LABEL)
+                        .is_none_or(|l| l == self.install)
             }
         }
     }

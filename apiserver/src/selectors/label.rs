@@ -1,7 +1,9 @@
 //! Label selectors: the grammar and messages of apimachinery's `labels.Parse`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
+
+use super::Labels;
 
 /// How a [`Requirement`] compares a label with its values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,9 +39,9 @@ pub struct Requirement {
 
 impl Requirement {
     /// Whether `labels` satisfy this requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let label = labels.get(&self.key);
-        let listed = || label.is_some_and(|v| self.values.contains(v));
+    pub fn matches(&self, labels: &(impl Labels + ?Sized)) -> bool {
+        let label = labels.label(&self.key);
+        let listed = || label.is_some_and(|v| self.values.iter().any(|value| value == v));
         let compare = |want: std::cmp::Ordering| {
             let have = label.and_then(|v| v.parse::<i64>().ok());
             let bound = self.values.first().and_then(|v| v.parse::<i64>().ok());
@@ -64,6 +66,7 @@ impl Requirement {
 /// let selector = LabelSelector::parse("app=web, tier in (db,cache), !legacy").unwrap();
 /// let object = serde_json::json!({"metadata": {"labels": {"app": "web", "tier": "db"}}});
 /// assert!(selector.matches(&labels_of(&object)));
+/// assert!(selector.matches(&object));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector {
@@ -94,7 +97,7 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &(impl Labels + ?Sized)) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 }

@@ -18,22 +18,36 @@ use serde_json::Value;
 pub use field::{FieldSelector, FieldTerm, selectable_fields};
 pub use label::{LabelSelector, Operator, Requirement};
 
+/// Labels by key: what a [`LabelSelector`] reads. Implemented by a map of labels, by a
+/// JSON object (its `metadata.labels`) and by the watch cache's objects.
+pub trait Labels {
+    /// The value of label `key`, if it is set to a string.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+/// An object's `metadata.labels`.
+impl Labels for Value {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get("metadata")?.get("labels")?.get(key)?.as_str()
+    }
+}
+
 /// What selectors (and authorization scopes) read of an object: its labels and the text
 /// of its fields. Implemented by JSON objects and by the watch cache's objects, which
 /// keep these apart so that a selector never has to decode an object.
-pub trait Selectable {
-    /// `metadata.labels` (string values only).
-    fn labels(&self) -> Cow<'_, BTreeMap<String, String>>;
+pub trait Selectable: Labels {
     /// The text of a dotted field (`spec.owner`); `""` when missing or null, numbers
     /// and booleans in their JSON text.
     fn field(&self, path: &str) -> Cow<'_, str>;
 }
 
 impl Selectable for Value {
-    fn labels(&self) -> Cow<'_, BTreeMap<String, String>> {
-        Cow::Owned(labels_of(self))
-    }
-
     fn field(&self, path: &str) -> Cow<'_, str> {
         field::field_text(self, path)
     }
@@ -60,11 +74,15 @@ pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
 mod tests {
     use serde_json::json;
 
-    use super::labels_of;
+    use super::{Labels, labels_of};
 
     #[test]
     fn labels_of_reads_string_labels_only() {
         let object = json!({"metadata": {"labels": {"app": "web", "n": 1, "tier": "db"}}});
+        assert_eq!(
+            ["app", "n", "tier", "none"].map(|key| object.label(key)),
+            [Some("web"), None, Some("db"), None]
+        );
         let labels = labels_of(&object);
         assert_eq!(labels.len(), 2);
         assert_eq!(labels["app"], "web");

@@ -61,9 +61,7 @@ impl Filter {
 
     /// Whether `object` passes.
     pub fn matches(&self, object: &impl Selectable) -> bool {
-        self.labels
-            .as_ref()
-            .is_none_or(|l| l.matches(&object.labels()))
+        self.labels.as_ref().is_none_or(|l| l.matches(object))
             && self.fields.as_ref().is_none_or(|f| f.matches(object))
             && self.access.allows(object)
     }

@@ -18,7 +18,7 @@ mod watchers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -36,6 +36,9 @@ pub use watchers::{LiveEvents, QUEUE, Stopped};
 pub const WINDOW_BYTES: usize = 32 << 20;
 /// Changes a window keeps whatever their size.
 const MIN_WINDOW: usize = 100;
+/// How many bytes of a type's first settled objects make the dictionary its settled
+/// objects are compressed against.
+const DICTIONARY_BYTES: usize = 8 * 1024;
 
 /// The kind of a watch event, as Kubernetes names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,7 +167,8 @@ pub struct Snapshot {
 pub struct CacheStats {
     /// Objects.
     pub objects: usize,
-    /// Bytes of their JSON and selector fields.
+    /// Bytes of their JSON (as held: compressed or not) and selector fields, and of the
+    /// dictionary settled objects are compressed against.
     pub bytes: usize,
     /// Changes in the window.
     pub window: usize,
@@ -202,6 +206,33 @@ pub struct WatchCache {
     state: RwLock<State>,
     /// Objects lists and gets looked at ([`CacheStats::objects_read`]).
     objects_read: AtomicU64,
+    dictionary: Mutex<Dictionary>,
+}
+
+/// The dictionary a type's settled objects are compressed against: the JSON of its first
+/// settled objects, [`DICTIONARY_BYTES`] of it. Those few are held as they are; every
+/// later one is compressed against them (and keeps them: a reload keeps the dictionary).
+#[derive(Default)]
+struct Dictionary {
+    made: Option<Arc<[u8]>>,
+    making: Vec<u8>,
+}
+
+impl Dictionary {
+    fn hold(&mut self, object: &mut CachedObject) {
+        if self.made.is_none() {
+            self.making.extend_from_slice(&object.json());
+            if self.making.len() < DICTIONARY_BYTES {
+                return;
+            }
+            let start = self.making.len() - DICTIONARY_BYTES;
+            self.made = Some(Arc::from(&self.making[start..]));
+            self.making = Vec::new();
+        }
+        if let Some(dictionary) = &self.made {
+            object.compress_with(dictionary);
+        }
+    }
 }
 
 impl WatchCache {
@@ -222,7 +253,20 @@ impl WatchCache {
                 watchers: Default::default(),
             }),
             objects_read: AtomicU64::new(0),
+            dictionary: Mutex::default(),
         })
+    }
+
+    /// The stored object as the cache holds it: a settled one compressed.
+    fn cached(&self, kv: &KeyValue) -> Result<CachedObject, crate::status::ApiError> {
+        let mut object = CachedObject::from_store(&self.rt, kv)?;
+        if object.settled(&self.rt) {
+            self.dictionary
+                .lock()
+                .expect("watch cache dictionary lock")
+                .hold(&mut object);
+        }
+        Ok(object)
     }
 
     /// The resource type.
@@ -242,7 +286,7 @@ impl WatchCache {
         let mut by_index: HashMap<String, BTreeSet<String>> = HashMap::new();
         let mut bytes = 0;
         for kv in items {
-            match CachedObject::from_store(&self.rt, kv) {
+            match self.cached(kv) {
                 Ok(object) => {
                     for key in object.index_keys(self.rt.index.as_ref()) {
                         by_index
@@ -279,7 +323,7 @@ impl WatchCache {
         let key = change.key().to_owned();
         let prev = state.objects.get(&key).cloned();
         let (object, deleted) = match &change {
-            WatchEvent::Put { kv, .. } => match CachedObject::from_store(&self.rt, kv) {
+            WatchEvent::Put { kv, .. } => match self.cached(kv) {
                 Ok(object) => (Arc::new(object), false),
                 Err(err) => {
                     tracing::error!(%key, error = %err, "undecodable object in the store");
@@ -498,7 +542,14 @@ impl WatchCache {
         let (indexed_watchers, other_watchers) = state.watchers.counts();
         CacheStats {
             objects: state.objects.len(),
-            bytes: state.bytes,
+            bytes: state.bytes
+                + self
+                    .dictionary
+                    .lock()
+                    .expect("watch cache dictionary lock")
+                    .made
+                    .as_ref()
+                    .map_or(0, |d| d.len()),
             window: state.events.len(),
             window_bytes: state.window_bytes,
             indexed_watchers,

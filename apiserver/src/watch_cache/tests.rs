@@ -260,3 +260,165 @@ async fn an_events_line_is_the_cached_json_between_head_and_tail_not_a_copy() {
     assert_eq!(chunks.len(), 1);
     assert!(chunks[0].ends_with(b"}\n"));
 }
+
+/// A finished job's JSON as a fleet writes them: the same keys, managers and labels, with
+/// names, uids, timestamps and hashes of its own.
+fn job(i: usize, phase: &str) -> Bytes {
+    let hash = |salt: &str| {
+        (0..8)
+            .map(|k| {
+                format!(
+                    "{:08x}",
+                    (i * 2_654_435_761 + k * 40_503) ^ (salt.len() * 97)
+                )
+            })
+            .collect::<String>()
+    };
+    serde_json::to_vec(&json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {
+            "name": format!("install-{i}-deploy-component-{}", i % 10),
+            "namespace": "shop",
+            "uid": format!("{:08x}-4f2c-{:04x}-9d1e-{:012x}", i * 7919, i % 65_536, i * 104_729),
+            "labels": {crate::testing::TENANT_LABEL: format!("install-{i}"),
+                       "example.com/component": format!("component-{}", i % 10)},
+            "managedFields": [
+                {"manager": "controllers", "operation": "Update", "apiVersion": "example.com/v1",
+                 "time": format!("2026-11-29T02:{:02}:{:02}Z", i % 60, (i * 7) % 60),
+                 "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:labels": {"f:example.com/component": {}}},
+                              "f:spec": {"f:install": {}, "f:desiredState": {}, "f:hash": {}}}},
+                {"manager": "runner", "operation": "Update", "apiVersion": "example.com/v1",
+                 "time": format!("2026-11-29T02:{:02}:{:02}Z", (i + 1) % 60, (i * 11) % 60),
+                 "fieldsType": "FieldsV1", "subresource": "status",
+                 "fieldsV1": {"f:status": {"f:phase": {}, "f:diff": {}, "f:finishedAt": {}}}},
+            ],
+        },
+        "spec": {"tenant": format!("install-{i}"), "hash": hash("spec"),
+                 "desiredState": {"kind": "ConfigMap", "metadata": {"name": format!("c{}", i % 10)},
+                                  "data": {"version": "3", "install": format!("install-{i}")}}},
+        "status": {"phase": phase, "finishedAt": format!("2026-11-29T02:{:02}:{:02}Z", i % 60, i % 59),
+                   "diff": {"hash": hash("diff"), "summary": "1 to add, 0 to change, 0 to destroy"}},
+    }))
+    .unwrap()
+    .into()
+}
+
+#[tokio::test]
+async fn settled_objects_are_held_compressed_against_the_first_ones_and_served_as_written() {
+    let mut rt = (*crate::testing::test_registry()
+        .get("example.com", "v1", "widgets")
+        .unwrap())
+    .clone();
+    rt.settled = Some(crate::registry::Settled {
+        field: "status.phase".into(),
+        values: vec!["Succeeded".into(), "Failed".into()],
+    });
+    let rt = Arc::new(rt);
+    let cache = WatchCache::new(rt.clone(), 100_000, Arc::new(Progress::for_tests()));
+    let mut every = cache.subscribe(0, None).unwrap().live;
+    let kv = |i: usize, phase: &str, revision: Revision| KeyValue {
+        key: format!("{WIDGETS}j{i}"),
+        value: job(i, phase),
+        create_revision: revision,
+        mod_revision: revision,
+        version: 1,
+    };
+    // What each object is served as: its stored JSON with its resourceVersion.
+    let written = |kv: &KeyValue| CachedObject::from_store(&rt, kv).unwrap().json();
+    let mut revision = 0;
+    let mut expected = BTreeMap::new();
+    for i in 0..200 {
+        let phase = ["Running", "Succeeded", "Failed"][i % 3];
+        revision += 1;
+        let kv = kv(i, phase, revision);
+        cache.apply(WatchEvent::Put {
+            kv: kv.clone(),
+            prev: None,
+        });
+        let event = next(&mut every).await;
+        assert_eq!(event.object.json(), written(&kv), "the event of {i}");
+        expected.insert(kv.key.clone(), (phase, written(&kv)));
+    }
+    let held = |cache: &WatchCache, expected: &BTreeMap<String, (&str, Bytes)>| {
+        let listed = cache.list(None, None, |_| true).objects;
+        assert_eq!(listed.len(), expected.len());
+        let mut settled = (0, 0);
+        for object in listed {
+            let (phase, json) = &expected[&object.key];
+            assert_eq!(object.json(), json, "{} served as written", object.key);
+            assert_eq!(object.json_len(), json.len());
+            assert_eq!(
+                object.value().unwrap(),
+                serde_json::from_slice::<Value>(json).unwrap()
+            );
+            let size = object.size();
+            if *phase == "Running" {
+                assert!(
+                    size > json.len(),
+                    "{} is not settled: held as it is",
+                    object.key
+                );
+            } else {
+                settled.0 += size;
+                settled.1 += json.len();
+            }
+        }
+        settled
+    };
+    let (settled_held, settled_json) = held(&cache, &expected);
+    // The first 8 KiB of settled objects (a handful) are the dictionary, held as they
+    // are; the rest, with their keys and texts, in under half their JSON (each has
+    // ≈ 170 bytes of hashes and ids of its own: JSON ≈ 1.2 KiB, held ≈ 0.5 KiB).
+    assert!(
+        settled_held * 2 < settled_json,
+        "settled objects held in {settled_held} bytes for {settled_json} of JSON"
+    );
+    let stats = cache.stats();
+    let running: usize = cache
+        .list(None, None, |o| o.field("status.phase") == "Running")
+        .objects
+        .iter()
+        .map(|o| o.size())
+        .sum();
+    assert_eq!(
+        stats.bytes,
+        running + settled_held + DICTIONARY_BYTES,
+        "the dictionary is counted once"
+    );
+    // A settled object that changes again (a label, a log) is held compressed again.
+    revision += 1;
+    let again = kv(1, "Succeeded", revision);
+    let mut changed: Value = serde_json::from_slice(&again.value).unwrap();
+    changed["metadata"]["labels"]["example.com/seen"] = json!("yes");
+    let again = KeyValue {
+        value: serde_json::to_vec(&changed).unwrap().into(),
+        ..again
+    };
+    cache.apply(WatchEvent::Put {
+        kv: again.clone(),
+        prev: None,
+    });
+    assert_eq!(next(&mut every).await.object.json(), written(&again));
+    let object = cache.get(Some("shop"), "j1").unwrap();
+    assert_eq!(object.json(), written(&again));
+    assert!(object.size() * 2 < object.json_len());
+    expected.insert(again.key.clone(), ("Succeeded", written(&again)));
+    // A reload (after a compaction) holds them the same way, with the same dictionary.
+    let items: Vec<KeyValue> = (0..200)
+        .map(|i| {
+            if i == 1 {
+                again.clone()
+            } else {
+                kv(
+                    i,
+                    ["Running", "Succeeded", "Failed"][i % 3],
+                    i as Revision + 1,
+                )
+            }
+        })
+        .collect();
+    cache.load(&items, revision);
+    let (reloaded, _) = held(&cache, &expected);
+    assert!(reloaded * 2 < settled_json, "{reloaded}");
+}

@@ -4,7 +4,8 @@ use super::*;
 
 on_both_backends!(
     every_actor_meets_the_lifecycle,
-    a_plan_is_created_with_its_gates_decision_only
+    a_plan_is_created_with_its_gates_decision_only,
+    finished_plans_read_back_as_written
 );
 
 fn moves() -> Vec<Move> {
@@ -639,5 +640,120 @@ async fn a_plan_is_created_with_its_gates_decision_only(backend: Backend) {
         } else {
             refused(&w, &reply, claim, name, &stored, &what).await;
         }
+    }
+}
+
+/// Finished Plans, which the watch cache holds compressed against a dictionary of the
+/// first ones (most of a fleet's objects), are served exactly as they were written: a
+/// watch's events of their moves, lists (consistent, `resourceVersion=0`, the runner's
+/// own), a watch's initial events, before and after a restart, all answer what a GET
+/// answers. And they are held compressed: the server's cached bytes of Plans are under
+/// half their JSON.
+async fn finished_plans_read_back_as_written(backend: Backend) {
+    use futures::StreamExt as _;
+    let mut w = World::start(backend).await;
+    let plans = format!("{API}/plans");
+    let (status, mut watch) = w.cp.stream_lines(&format!("{plans}?watch=true"), &[]).await;
+    assert_eq!(status, 200);
+    let mut names = Vec::new();
+    for i in 0..80 {
+        let name = format!("done-{i:02}");
+        match i % 5 {
+            // Denied by the gate.
+            4 => {
+                w.create(&name, PROMPT, json!({})).await;
+                let denied = json!({"phase": "Denied", "message": format!("denied by policy: p{i}: no"),
+                                    "role": {"name": "deploy", "level": "default"}});
+                let reply = w.status(Admin, &name, PROMPT, denied).await;
+                assert_eq!(reply.status, 200, "{name}: {}", reply.text);
+            }
+            // Left applying: not settled.
+            3 if i < 10 => w.drive(&name, PROMPT, "Applying", &diff('b', 2)).await,
+            _ => {
+                let d = diff(char::from(b'a' + (i % 6) as u8), i as u32 % 4 + 1);
+                w.drive(&name, PROMPT, "Applying", &d).await;
+                let end = if i % 5 == 2 {
+                    json!({"phase": "Failed", "message": "apply failed", "log": format!("step {i}: exit 1")})
+                } else {
+                    json!({"phase": "Succeeded", "outputs": {"endpoint": format!("https://{name}.example.com")},
+                           "log": format!("applied {i} resources")})
+                };
+                let reply = w.status(OwnRunner, &name, PROMPT, end).await;
+                assert_eq!(reply.status, 200, "{name}: {}", reply.text);
+            }
+        }
+        names.push(name);
+    }
+    let mut stored = Vec::new();
+    for name in &names {
+        stored.push(w.get(name).await);
+    }
+    // The watch's last event of each Plan is its final state (the events of every move
+    // are served from the cache; the last ones of the finished Plans compressed).
+    let mut last = std::collections::BTreeMap::new();
+    while last.len() < names.len()
+        || names
+            .iter()
+            .zip(&stored)
+            .any(|(name, plan)| last.get(name) != Some(plan))
+    {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), watch.next())
+            .await
+            .expect("an event within 10 s")
+            .expect("the watch is open");
+        let name = event["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        last.insert(name, event["object"].clone());
+    }
+    /// The Plans listed with `query`, as `actor`.
+    async fn list(w: &World, query: &str, actor: Actor) -> Value {
+        let path = format!("{API}/plans{query}");
+        let reply = w.send(actor, PROMPT, "GET", &path, JSON, Value::Null).await;
+        assert_eq!(reply.status, 200, "{query}: {}", reply.text);
+        reply.json["items"].clone()
+    }
+    for restarted in [false, true] {
+        if restarted {
+            w.cp.restart().await;
+        }
+        let what = format!("restarted {restarted}");
+        assert_eq!(list(&w, "", Admin).await, json!(stored), "{what}");
+        assert_eq!(
+            list(&w, "?resourceVersion=0", Admin).await,
+            json!(stored),
+            "{what}"
+        );
+        let own = list(&w, "?labelSelector=outpost.dev%2Finstall%3Dacme", OwnRunner).await;
+        assert_eq!(own, json!(stored), "{what}: the runner's own list");
+        let (status, mut initial) = w.cp.stream_lines(&format!("{plans}?watch=true"), &[]).await;
+        assert_eq!(status, 200);
+        for plan in &stored {
+            let event = tokio::time::timeout(std::time::Duration::from_secs(10), initial.next())
+                .await
+                .expect("an event within 10 s")
+                .expect("the watch is open");
+            assert_eq!(
+                (&event["type"], &event["object"]),
+                (&json!("ADDED"), plan),
+                "{what}"
+            );
+        }
+        let metrics =
+            w.cp.raw(Some(&w.cp.admin_token), "GET", "/metrics", &[], "")
+                .await;
+        let held: usize = metrics
+            .text
+            .lines()
+            .find_map(|l| l.strip_prefix("apiserver_watch_cache_bytes{resource=\"plans\"} "))
+            .expect("the Plans cache's bytes")
+            .parse()
+            .unwrap();
+        let json: usize = stored.iter().map(|p| p.to_string().len()).sum();
+        assert!(
+            held * 2 < json,
+            "{what}: {held} bytes held for {json} of Plans"
+        );
     }
 }
