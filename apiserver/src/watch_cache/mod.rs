@@ -315,22 +315,31 @@ impl WatchCache {
 
     /// Applies one change from the store and queues it for the watchers it concerns.
     pub fn apply(&self, change: WatchEvent) {
-        let mut state = self.state.write().expect("watch cache lock");
         let revision = change.revision();
-        if revision <= state.latest {
-            return;
-        }
         let key = change.key().to_owned();
-        let prev = state.objects.get(&key).cloned();
-        let (object, deleted) = match &change {
+        // A put's object is made (read, and compressed when settled) before the lock is
+        // taken: the cache's readers (lists, an update's read of the current object) do
+        // not wait for it.
+        let put = match &change {
             WatchEvent::Put { kv, .. } => match self.cached(kv) {
-                Ok(object) => (Arc::new(object), false),
+                Ok(object) => Some(Arc::new(object)),
                 Err(err) => {
                     tracing::error!(%key, error = %err, "undecodable object in the store");
                     return;
                 }
             },
-            WatchEvent::Delete { prev: last, .. } => {
+            WatchEvent::Delete { .. } => None,
+        };
+        let mut state = self.state.write().expect("watch cache lock");
+        if revision <= state.latest {
+            return;
+        }
+        let prev = state.objects.get(&key).cloned();
+        let (object, deleted) = match (put, &change) {
+            (Some(object), _) => (object, false),
+            // Every put made its object above.
+            (None, WatchEvent::Put { .. }) => return,
+            (None, WatchEvent::Delete { prev: last, .. }) => {
                 let last = match &prev {
                     Some(cached) => cached.deleted_at(&self.rt, revision),
                     None => CachedObject::from_store(&self.rt, last)
