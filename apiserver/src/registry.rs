@@ -38,8 +38,9 @@ pub struct IndexBy {
     pub field: String,
 }
 
-/// Which objects of a type will not change again (a finished Plan): those whose `field`
-/// (dotted, e.g. `status.phase`) has one of `values`. The watch cache holds them
+/// Which objects of a type no longer move (a finished Plan; it may still get a label or
+/// a log, and is then compressed again): those whose `field` (dotted, e.g.
+/// `status.phase`) has one of `values`. The watch cache holds them
 /// compressed against a dictionary of the type's first settled objects, since they are
 /// most of a fleet's objects and read only by lists and watches that start.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -352,8 +352,8 @@ impl CachedObject {
         self.json.len()
     }
 
-    /// Whether `rt` declares it settled ([`crate::registry::Settled`]): it will not
-    /// change again.
+    /// Whether `rt` declares it settled ([`crate::registry::Settled`]): it no longer
+    /// moves, and its rare later changes are held compressed again.
     pub fn settled(&self, rt: &ResourceType) -> bool {
         rt.settled
             .as_ref()
