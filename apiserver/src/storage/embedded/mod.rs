@@ -199,8 +199,13 @@ fn open_database(path: &Path, cache_bytes: usize) -> Result<Shared, StoreError> 
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let key = key.to_owned();
-        self.read(move |db| read::get(db, &key)).await
+        // A point read runs on the caller's task: it opens a snapshot (no wait on the
+        // writer, whose pages it never reads) and reads a few pages, from redb's cache or
+        // the OS's page cache. Handing it to the blocking pool cost four times the read
+        // itself (a pool thread woken per GET: 2.8 % of the API server's CPU in a
+        // 10,000-install rollout, the read 0.7 %). Lists, which may read a whole
+        // namespace, stay on the pool.
+        read::get(&self.shared.db, key)
     }
 
     async fn list(&self, prefix: &str, options: ListOptions) -> Result<ListPage, StoreError> {
