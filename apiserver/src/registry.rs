@@ -38,17 +38,36 @@ pub struct IndexBy {
     pub field: String,
 }
 
-/// Which objects of a type no longer move (a finished Plan; it may still get a label or
-/// a log, and is then compressed again): those whose `field` (dotted, e.g.
-/// `status.phase`) has one of `values`. The watch cache holds them
-/// compressed against a dictionary of the type's first settled objects, since they are
-/// most of a fleet's objects and read only by lists and watches that start.
+/// Which of a type's objects the watch cache holds LZ4-compressed against a dictionary
+/// made of the type's first such objects: objects of one type share most of their text
+/// (keys, managers' field sets, label names, a rendered template), so against each other
+/// they shrink to a fraction (a fleet's Install from 2.8 KiB to ≈ 0.4, its rendered stack
+/// from 20 KiB to ≈ 1.4), and each read that serves one decompresses it (≈ 0.4 µs for an
+/// Install).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settled {
-    /// The dotted field, e.g. `status.phase`.
-    pub field: String,
-    /// Its values that mean the object is settled, e.g. `Succeeded`.
-    pub values: Vec<String>,
+pub enum Compressed {
+    /// Every object.
+    All,
+    /// The objects that no longer move (a finished Plan; it may still get a label or a
+    /// log, and is then compressed again): those whose `field` (dotted, e.g.
+    /// `status.phase`) has one of `values`. The others are served as the shared bytes
+    /// they are held in, without a copy.
+    Settled {
+        /// The dotted field, e.g. `status.phase`.
+        field: String,
+        /// Its values that mean the object is settled, e.g. `Succeeded`.
+        values: Vec<String>,
+    },
+}
+
+impl Compressed {
+    /// The field it reads, if any (the cache keeps its text).
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Compressed::All => None,
+            Compressed::Settled { field, .. } => Some(field),
+        }
+    }
 }
 
 /// A subresource served by a plugin ([`crate::server::Subresource`]), as the type
@@ -109,8 +128,8 @@ pub struct ResourceType {
     pub strategy: Arc<dyn Strategy>,
     /// How the watch cache indexes its objects, if it does.
     pub index: Option<IndexBy>,
-    /// Which of its objects the watch cache holds compressed, if any.
-    pub settled: Option<Settled>,
+    /// Which of its objects the watch cache holds compressed against each other, if any.
+    pub compressed: Option<Compressed>,
     /// Subresources served by plugins.
     pub subresources: Vec<PluginSubresource>,
     /// Whether strategic merge patches are served (the stand-in cluster's built-in
@@ -219,7 +238,7 @@ impl ResourceType {
                 selectable_fields: selectable_fields_of(v),
                 strategy: Arc::new(NoRules),
                 index: None,
-                settled: None,
+                compressed: None,
                 subresources: Vec::new(),
                 strategic_merge: false,
             })
@@ -250,7 +269,7 @@ impl ResourceType {
             selectable_fields: Vec::new(),
             strategy: Arc::new(NoRules),
             index: None,
-            settled: None,
+            compressed: None,
             subresources: Vec::new(),
             strategic_merge: false,
         }

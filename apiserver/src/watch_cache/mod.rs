@@ -36,9 +36,12 @@ pub use watchers::{LiveEvents, QUEUE, Stopped};
 pub const WINDOW_BYTES: usize = 32 << 20;
 /// Changes a window keeps whatever their size.
 const MIN_WINDOW: usize = 100;
-/// How many bytes of a type's first settled objects make the dictionary its settled
-/// objects are compressed against.
+/// The shortest dictionary a type's compressed objects are compressed against
+/// ([`Dictionary`]): a few Plans or Installs.
 const DICTIONARY_BYTES: usize = 8 * 1024;
+/// The longest: LZ4 looks back 64 KiB, and the dictionary's cost to each compression
+/// grows with it. Two rendered stacks (≈ 20 KiB each) fill it.
+const DICTIONARY_MAX_BYTES: usize = 32 * 1024;
 
 /// The kind of a watch event, as Kubernetes names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +171,7 @@ pub struct CacheStats {
     /// Objects.
     pub objects: usize,
     /// Bytes of their JSON (as held: compressed or not) and selector fields, and of the
-    /// dictionary settled objects are compressed against.
+    /// dictionary its compressed objects are compressed against.
     pub bytes: usize,
     /// Changes in the window.
     pub window: usize,
@@ -209,29 +212,38 @@ pub struct WatchCache {
     dictionary: Mutex<Dictionary>,
 }
 
-/// The dictionary a type's settled objects are compressed against: the JSON of its first
-/// settled objects, [`DICTIONARY_BYTES`] of it. Those few are held as they are; every
-/// later one is compressed against them (and keeps them: a reload keeps the dictionary).
+/// The dictionary a type's compressed objects ([`crate::registry::Compressed`]) are
+/// compressed against: the JSON of its first such objects, twice the first one's length
+/// (at least [`DICTIONARY_BYTES`], at most [`DICTIONARY_MAX_BYTES`]). Those few are held
+/// as they are; every later one is compressed against them (and keeps them: a reload
+/// keeps the dictionary).
 #[derive(Default)]
 struct Dictionary {
     made: Option<Arc<[u8]>>,
     making: Vec<u8>,
+    /// How long it is to be, set by the first object.
+    length: usize,
 }
 
 impl Dictionary {
-    fn hold(&mut self, object: &mut CachedObject) {
+    /// The dictionary to compress `object` against, once made; until then `object`'s
+    /// JSON goes into it.
+    fn for_object(&mut self, object: &CachedObject) -> Option<Arc<[u8]>> {
         if self.made.is_none() {
-            self.making.extend_from_slice(&object.json());
-            if self.making.len() < DICTIONARY_BYTES {
-                return;
+            let json = object.json();
+            if self.making.is_empty() {
+                self.length = (2 * json.len()).clamp(DICTIONARY_BYTES, DICTIONARY_MAX_BYTES);
             }
-            let start = self.making.len() - DICTIONARY_BYTES;
+            self.making.extend_from_slice(&json);
+            if self.making.len() < self.length {
+                return None;
+            }
+            let start = self.making.len() - self.length;
             self.made = Some(Arc::from(&self.making[start..]));
             self.making = Vec::new();
+            return None;
         }
-        if let Some(dictionary) = &self.made {
-            object.compress_with(dictionary);
-        }
+        self.made.clone()
     }
 }
 
@@ -257,14 +269,19 @@ impl WatchCache {
         })
     }
 
-    /// The stored object as the cache holds it: a settled one compressed.
+    /// The stored object as the cache holds it: compressed against the type's dictionary
+    /// when the type compresses it.
     fn cached(&self, kv: &KeyValue) -> Result<CachedObject, crate::status::ApiError> {
         let mut object = CachedObject::from_store(&self.rt, kv)?;
-        if object.settled(&self.rt) {
-            self.dictionary
+        if object.compressed(&self.rt) {
+            let dictionary = self
+                .dictionary
                 .lock()
                 .expect("watch cache dictionary lock")
-                .hold(&mut object);
+                .for_object(&object);
+            if let Some(dictionary) = dictionary {
+                object.compress_with(&dictionary);
+            }
         }
         Ok(object)
     }
@@ -317,9 +334,9 @@ impl WatchCache {
     pub fn apply(&self, change: WatchEvent) {
         let revision = change.revision();
         let key = change.key().to_owned();
-        // A put's object is made (read, and compressed when settled) before the lock is
-        // taken: the cache's readers (lists, an update's read of the current object) do
-        // not wait for it.
+        // A put's object is made (read, and compressed when its type says so) before the
+        // lock is taken: the cache's readers (lists, an update's read of the current
+        // object) do not wait for it.
         let put = match &change {
             WatchEvent::Put { kv, .. } => match self.cached(kv) {
                 Ok(object) => Some(Arc::new(object)),

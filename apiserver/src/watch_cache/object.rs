@@ -1,8 +1,9 @@
 //! One object as the cache keeps it: its JSON (with `resourceVersion`), encoded once,
 //! and what selectors and the index read of it, taken out once. Lists and watch events
 //! are written from the JSON as it is; nothing is decoded to serve them. A large object
-//! (an install's rendered stack: ≈ 20 KiB, a third of the bytes an install keeps in the
-//! caches) is held LZ4-compressed and decompressed when served.
+//! is held LZ4-compressed, and so is every object its type compresses against the type's
+//! dictionary ([`crate::registry::Compressed`]: Installs, their rendered stacks, finished
+//! Plans); each is decompressed when served.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::object_meta::{from_store, set_resource_version};
-use crate::registry::{IndexBy, ResourceType};
+use crate::registry::{Compressed, IndexBy, ResourceType};
 use crate::selectors::{Labels, Selectable, labels_of};
 use crate::status::ApiError;
 use crate::storage::{KeyValue, Revision};
@@ -107,9 +108,9 @@ impl Texts {
     }
 }
 
-/// JSON at least this long is held compressed if that saves a quarter of it. Below it
-/// the object is served as it is held, without a copy (Plans, Installs, Runners: the
-/// objects read on every dispatch).
+/// JSON at least this long is held compressed if that saves a quarter of it, whatever
+/// its type. Below it an object its type does not compress is served as it is held,
+/// without a copy (a Plan on its way: the object of every dispatch).
 const COMPRESS_FROM: usize = 8 * 1024;
 
 /// An object's JSON as the cache holds it.
@@ -117,7 +118,7 @@ const COMPRESS_FROM: usize = 8 * 1024;
 enum Json {
     Plain(Bytes),
     /// An LZ4 block of JSON `len` bytes long, compressed against `dictionary` when it has
-    /// one (a settled object: [`CachedObject::compress_with`]).
+    /// one (an object its type compresses: [`CachedObject::compress_with`]).
     Lz4 {
         block: Box<[u8]>,
         len: usize,
@@ -166,7 +167,7 @@ impl Json {
         }
     }
 
-    /// Bytes held; a dictionary is shared by every settled object of its type, and
+    /// Bytes held; a dictionary is shared by every compressed object of its type, and
     /// counted once, by the cache ([`super::WatchCache::stats`]).
     fn held(&self) -> usize {
         match self {
@@ -352,25 +353,39 @@ impl CachedObject {
         self.json.len()
     }
 
-    /// Whether `rt` declares it settled ([`crate::registry::Settled`]): it no longer
-    /// moves, and its rare later changes are held compressed again.
-    pub fn settled(&self, rt: &ResourceType) -> bool {
-        rt.settled
-            .as_ref()
-            .is_some_and(|s| s.values.iter().any(|v| *v == self.text(&s.field)))
+    /// Whether `rt` holds it compressed against the type's dictionary
+    /// ([`crate::registry::Compressed`]): every object, or a settled one (it no longer
+    /// moves; its rare later changes are held compressed again).
+    pub fn compressed(&self, rt: &ResourceType) -> bool {
+        match &rt.compressed {
+            None => false,
+            Some(Compressed::All) => true,
+            Some(Compressed::Settled { field, values }) => {
+                values.iter().any(|v| *v == self.text(field))
+            }
+        }
     }
 
     /// Holds its JSON as an LZ4 block compressed against `dictionary` (JSON of objects
-    /// like it), when that saves a quarter of it. A settled object of a fleet (a
-    /// finished Plan, ≈ 2.6 KiB) shares most of its text with every other: its keys, its
-    /// managers' field sets, its labels' names. Objects already compressed stay as
-    /// they are.
+    /// like it), when that saves a quarter of it and beats compressing it alone. Objects
+    /// of a fleet share most of their text with each other: a finished Plan (≈ 2.6 KiB)
+    /// its keys, its managers' field sets and its labels' names; an install's rendered
+    /// stack (≈ 20 KiB) its whole template but for the install's own values. An object
+    /// compressed alone (one of 8 KiB or more) is compressed again, against the
+    /// dictionary; one already compressed against it stays as it is.
     pub fn compress_with(&mut self, dictionary: &Arc<[u8]>) {
-        let Json::Plain(json) = &self.json else {
-            return;
+        let json = match &self.json {
+            Json::Plain(json) => json.clone(),
+            Json::Lz4 {
+                dictionary: None, ..
+            } => self.json.bytes(),
+            Json::Lz4 {
+                dictionary: Some(_),
+                ..
+            } => return,
         };
-        let block = lz4_flex::block::compress_with_dict(json, dictionary);
-        if block.len() <= json.len() / 4 * 3 {
+        let block = lz4_flex::block::compress_with_dict(&json, dictionary);
+        if block.len() <= json.len() / 4 * 3 && block.len() < self.json.held() {
             self.json = Json::Lz4 {
                 block: block.into_boxed_slice(),
                 len: json.len(),
@@ -419,7 +434,7 @@ fn field_paths(rt: &ResourceType) -> impl Iterator<Item = &str> {
         .into_iter()
         .chain(rt.index.iter().map(|i| i.field.as_str()))
         .chain(rt.selectable_fields.iter().map(String::as_str))
-        .chain(rt.settled.iter().map(|s| s.field.as_str()))
+        .chain(rt.compressed.iter().filter_map(Compressed::field))
 }
 
 impl Labels for CachedObject {

@@ -310,7 +310,7 @@ async fn settled_objects_are_held_compressed_against_the_first_ones_and_served_a
         .get("example.com", "v1", "widgets")
         .unwrap())
     .clone();
-    rt.settled = Some(crate::registry::Settled {
+    rt.compressed = Some(crate::registry::Compressed::Settled {
         field: "status.phase".into(),
         values: vec!["Succeeded".into(), "Failed".into()],
     });
@@ -421,4 +421,150 @@ async fn settled_objects_are_held_compressed_against_the_first_ones_and_served_a
     cache.load(&items, revision);
     let (reloaded, _) = held(&cache, &expected);
     assert!(reloaded * 2 < settled_json, "{reloaded}");
+}
+
+/// An install's rendered stack as a fleet's are: one template, ≈ 20 KiB, with the
+/// install's own names, ids and hashes in it.
+fn stack(i: usize) -> Bytes {
+    let install = format!("install-{i:05}");
+    let resources: serde_json::Map<String, Value> = (0..45)
+        .map(|r| {
+            // What differs from one resource to the next (its policy's actions and
+            // resources), the same in every install's stack.
+            let text = |salt: u64| {
+                (0..4)
+                    .map(|k| {
+                        format!(
+                            "{:016x}",
+                            (r as u64 * 31 + k + salt).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        )
+                    })
+                    .collect::<String>()
+            };
+            let properties = json!({
+                "RoleName": format!("outpost-{install}-{r}"),
+                "Policies": [{"PolicyName": text(1), "PolicyDocument": {"Statement": [
+                    {"Effect": "Allow", "Action": [text(2)], "Resource": [text(3)]}]}}],
+                "Tags": [{"Key": "outpost.dev/install", "Value": install}],
+            });
+            (
+                format!("Role{r}"),
+                json!({"Type": "AWS::IAM::Role", "Properties": properties}),
+            )
+        })
+        .collect();
+    serde_json::to_vec(&json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": install, "namespace": "shop",
+                     "uid": format!("{:08x}-4f2c-{:04x}-9d1e-{:012x}", i * 7919, i % 65_536, i * 104_729),
+                     "labels": {crate::testing::TENANT_LABEL: install}},
+        "spec": {"tenant": install, "digest": format!("{:064x}", i * 2_654_435_761),
+                 "template": {"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}},
+    }))
+    .unwrap()
+    .into()
+}
+
+/// What a cache of `rt` holds of 60 objects made by `make`, after the first eight (the
+/// dictionary's, held as they are): bytes held, bytes of JSON, and bytes of each JSON
+/// compressed alone; every read checked to serve what was written, before and after a
+/// reload.
+async fn held_in(rt: &Arc<ResourceType>, make: fn(usize) -> Bytes) -> (usize, usize, usize) {
+    let cache = WatchCache::new(rt.clone(), 100_000, Arc::new(Progress::for_tests()));
+    let mut every = cache.subscribe(0, None).unwrap().live;
+    let written = |kv: &KeyValue| CachedObject::from_store(rt, kv).unwrap().json();
+    let items: Vec<KeyValue> = (0..60)
+        .map(|i| KeyValue {
+            key: format!("{WIDGETS}w{i:05}"),
+            value: make(i),
+            create_revision: i as Revision + 1,
+            mod_revision: i as Revision + 1,
+            version: 1,
+        })
+        .collect();
+    for item in &items {
+        cache.apply(WatchEvent::Put {
+            kv: item.clone(),
+            prev: None,
+        });
+        assert_eq!(
+            next(&mut every).await.object.json(),
+            written(item),
+            "the event"
+        );
+    }
+    let check = |cache: &WatchCache| -> (usize, usize, usize) {
+        let listed = cache.list(None, None, |_| true).objects;
+        assert_eq!(listed.len(), items.len());
+        let (mut held, mut json, mut alone) = (0, 0, 0);
+        for (object, item) in listed.iter().zip(&items) {
+            let expected = written(item);
+            assert_eq!(object.json(), expected, "{} served as written", object.key);
+            assert_eq!(object.json_len(), expected.len());
+            assert_eq!(
+                object.value().unwrap(),
+                serde_json::from_slice::<Value>(&expected).unwrap()
+            );
+            let name = object.key.rsplit('/').next().unwrap();
+            let got = cache.get(Some("shop"), name).unwrap();
+            assert_eq!(got.json(), expected);
+            if item.mod_revision > 8 {
+                held += object.size();
+                json += expected.len();
+                alone += lz4_flex::block::compress(&expected)
+                    .len()
+                    .min(expected.len());
+            }
+        }
+        (held, json, alone)
+    };
+    let before = check(&cache);
+    // A reload (after a compaction) serves them the same, and holds them compressed
+    // against the same dictionary (its own objects now too).
+    cache.load(&items, items.len() as Revision);
+    let (held, json, alone) = check(&cache);
+    assert_eq!((json, alone), (before.1, before.2), "reloaded");
+    assert!(
+        held <= before.0,
+        "reloaded: {held} bytes held, {} before",
+        before.0
+    );
+    before
+}
+
+#[tokio::test]
+async fn a_type_compressing_all_holds_every_object_against_the_first_ones_and_serves_it_as_written()
+{
+    let plain = crate::testing::test_registry()
+        .get("example.com", "v1", "widgets")
+        .unwrap();
+    let mut rt = (*plain).clone();
+    rt.compressed = Some(crate::registry::Compressed::All);
+    let rt = Arc::new(rt);
+    // Rendered stacks (≈ 20 KiB, which a cache compresses alone when its type does not
+    // compress) and small objects (≈ 1.2 KiB, the jobs above, not settled), each in a
+    // cache of its own. Held: the JSON, the key and the texts (≈ 150 bytes).
+    let running: fn(usize) -> Bytes = |i| job(i, "Running");
+    for (what, make, fraction, against_alone) in [
+        ("stacks", stack as fn(usize) -> Bytes, 5, 2),
+        ("small", running, 2, 1),
+    ] {
+        let (held, json, alone) = held_in(&rt, make).await;
+        // Against each other, a fraction of their JSON (stacks: ≈ 1.4 of 20 KiB) and
+        // less than each compressed alone (stacks: ≈ 7 KiB).
+        assert!(
+            held * fraction < json,
+            "{what}: {held} bytes held for {json} of JSON"
+        );
+        assert!(
+            held * against_alone < alone,
+            "{what}: {held} bytes held, {alone} compressed alone"
+        );
+        // A type that does not compress holds them as they are (stacks compressed alone).
+        let (held, _, _) = held_in(&plain, make).await;
+        assert!(
+            held > alone,
+            "{what}: {held} bytes held by a type that does not compress"
+        );
+    }
 }

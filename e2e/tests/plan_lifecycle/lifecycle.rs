@@ -5,7 +5,8 @@ use super::*;
 on_both_backends!(
     every_actor_meets_the_lifecycle,
     a_plan_is_created_with_its_gates_decision_only,
-    finished_plans_read_back_as_written
+    finished_plans_read_back_as_written,
+    installs_read_back_as_written_and_still_check_runner_tokens
 );
 
 fn moves() -> Vec<Move> {
@@ -727,33 +728,182 @@ async fn finished_plans_read_back_as_written(backend: Backend) {
         );
         let own = list(&w, "?labelSelector=outpost.dev%2Finstall%3Dacme", OwnRunner).await;
         assert_eq!(own, json!(stored), "{what}: the runner's own list");
-        let (status, mut initial) = w.cp.stream_lines(&format!("{plans}?watch=true"), &[]).await;
-        assert_eq!(status, 200);
-        for plan in &stored {
-            let event = tokio::time::timeout(std::time::Duration::from_secs(10), initial.next())
-                .await
-                .expect("an event within 10 s")
-                .expect("the watch is open");
-            assert_eq!(
-                (&event["type"], &event["object"]),
-                (&json!("ADDED"), plan),
-                "{what}"
-            );
-        }
-        let metrics =
-            w.cp.raw(Some(&w.cp.admin_token), "GET", "/metrics", &[], "")
-                .await;
-        let held: usize = metrics
-            .text
-            .lines()
-            .find_map(|l| l.strip_prefix("apiserver_watch_cache_bytes{resource=\"plans\"} "))
-            .expect("the Plans cache's bytes")
-            .parse()
-            .unwrap();
-        let json: usize = stored.iter().map(|p| p.to_string().len()).sum();
+        initial_events_are(&w, &plans, &stored, &what).await;
+        let (held, json) = cached_bytes(&w, "plans", &stored).await;
         assert!(
             held * 2 < json,
             "{what}: {held} bytes held for {json} of Plans"
+        );
+    }
+}
+
+/// Installs, which the watch cache holds compressed against a dictionary of the first
+/// ones, are served exactly as written (GET, lists, a watch's initial events, before and
+/// after a restart), and the runner-token check, which reads the token's hash out of the
+/// cached Install on every runner request, still holds for each actor: an install's own
+/// token reads its Install; another install's token, a token with the right install and
+/// a wrong secret, and one naming no install are refused and change nothing. And they
+/// are held compressed: the server's cached bytes of Installs are under half their JSON.
+async fn installs_read_back_as_written_and_still_check_runner_tokens(backend: Backend) {
+    let mut w = World::start(backend).await;
+    let installs = format!("{API}/installs");
+    let acme =
+        w.cp.raw(
+            Some(&w.cp.admin_token),
+            "GET",
+            &format!("{installs}/{PROMPT}"),
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(acme.status, 200, "{}", acme.text);
+    // 30 more installs like acme, each with a runner token minted (a status write).
+    let mut tokens = Vec::new();
+    for i in 0..30 {
+        let name = format!("shop-{i:02}");
+        let mut install = acme.json.clone();
+        for server_set in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+            "generation",
+        ] {
+            install["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove(server_set);
+        }
+        install.as_object_mut().unwrap().remove("status");
+        install["metadata"]["name"] = json!(name);
+        install["spec"]["inputs"]["domain"] = json!(format!("shop.{name}.example"));
+        install["spec"]["cloud"]["accountId"] = json!(format!("{:012}", 100_000_000_000u64 + i));
+        let reply =
+            w.cp.raw(
+                Some(&w.cp.admin_token),
+                "POST",
+                &installs,
+                &[("content-type", JSON)],
+                install.to_string(),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{name}: {}", reply.text);
+        tokens.push((
+            name.clone(),
+            w.cp.mint_runner_token(&format!("default/{name}")),
+        ));
+    }
+    /// `path` read with `token`.
+    async fn read(w: &World, path: &str, token: &str) -> outpost_testing::Reply {
+        w.cp.raw(Some(token), "GET", path, &[], "").await
+    }
+    /// Install `name` read with `token`.
+    async fn get(w: &World, name: &str, token: &str) -> outpost_testing::Reply {
+        read(w, &format!("{API}/installs/{name}"), token).await
+    }
+    let mut stored = Vec::new();
+    for name in [PROMPT, APPROVE_ALL]
+        .into_iter()
+        .chain(tokens.iter().map(|(n, _)| n.as_str()))
+    {
+        let reply = get(&w, name, &w.cp.admin_token).await;
+        assert_eq!(reply.status, 200, "{name}: {}", reply.text);
+        stored.push(reply.json);
+    }
+    stored.sort_by(|a, b| {
+        a["metadata"]["name"]
+            .as_str()
+            .cmp(&b["metadata"]["name"].as_str())
+    });
+    for restarted in [false, true] {
+        if restarted {
+            w.cp.restart().await;
+        }
+        let what = format!("restarted {restarted}");
+        let list = read(&w, &installs, &w.cp.admin_token).await;
+        assert_eq!(list.status, 200, "{what}: {}", list.text);
+        assert_eq!(list.json["items"], json!(stored), "{what}: the list");
+        initial_events_are(&w, &installs, &stored, &what).await;
+        for (i, (name, token)) in tokens.iter().enumerate() {
+            let own = stored
+                .iter()
+                .find(|s| s["metadata"]["name"] == json!(name))
+                .unwrap();
+            // Its own token: its Install, as stored.
+            let reply = get(&w, name, token).await;
+            assert_eq!(
+                (reply.status, &reply.json),
+                (200, own),
+                "{what}: {name}'s own token"
+            );
+            // Another install's token: refused.
+            let (other, other_token) = &tokens[(i + 1) % tokens.len()];
+            let reply = get(&w, name, other_token).await;
+            assert_eq!(
+                reply.status, 403,
+                "{what}: {other}'s token reading {name}: {}",
+                reply.text
+            );
+            // The right install with a wrong secret, and an install that does not exist.
+            let secret = token.rsplit('_').next().unwrap();
+            let forged = token.replace(secret, &"A".repeat(secret.len()));
+            let reply = get(&w, name, &forged).await;
+            assert_eq!(
+                reply.status, 401,
+                "{what}: a forged token for {name}: {}",
+                reply.text
+            );
+            let nobody = token.replace(&format!("_{name}_"), "_nobody_");
+            let reply = get(&w, name, &nobody).await;
+            assert_eq!(
+                reply.status, 401,
+                "{what}: a token of no install: {}",
+                reply.text
+            );
+        }
+        // Nothing a refused token sent changed any Install.
+        let list = read(&w, &installs, &w.cp.admin_token).await;
+        assert_eq!(list.json["items"], json!(stored), "{what}: unchanged");
+        let (held, json) = cached_bytes(&w, "installs", &stored).await;
+        assert!(
+            held * 2 < json,
+            "{what}: {held} bytes held for {json} of Installs"
+        );
+    }
+}
+
+/// The bytes the server's watch cache holds of `plural` (its `/metrics`), and the bytes
+/// of `stored`'s JSON.
+async fn cached_bytes(w: &World, plural: &str, stored: &[Value]) -> (usize, usize) {
+    let metrics =
+        w.cp.raw(Some(&w.cp.admin_token), "GET", "/metrics", &[], "")
+            .await;
+    let prefix = format!("apiserver_watch_cache_bytes{{resource=\"{plural}\"}} ");
+    let held = metrics
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("the {plural} cache's bytes"))
+        .parse()
+        .unwrap();
+    let json = stored.iter().map(|o| o.to_string().len()).sum();
+    (held, json)
+}
+
+/// A watch of `path` from now starts with an `ADDED` event of each of `stored`, in order.
+async fn initial_events_are(w: &World, path: &str, stored: &[Value], what: &str) {
+    use futures::StreamExt as _;
+    let (status, mut initial) = w.cp.stream_lines(&format!("{path}?watch=true"), &[]).await;
+    assert_eq!(status, 200, "{what}");
+    for object in stored {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), initial.next())
+            .await
+            .expect("an event within 10 s")
+            .expect("the watch is open");
+        assert_eq!(
+            (&event["type"], &event["object"]),
+            (&json!("ADDED"), object),
+            "{what}"
         );
     }
 }
