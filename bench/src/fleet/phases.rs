@@ -343,6 +343,24 @@ async fn dispatch(
             .collect();
         if seen.iter().all(Option::is_some) {
             let mut latencies: Vec<Duration> = seen.into_iter().flatten().collect();
+            // Which approval was slowest, and whether its own write was: a tail is
+            // told from a stall of the server at one moment or of one path.
+            if let Some((i, slowest)) = latencies.iter().enumerate().max_by_key(|(_, l)| **l) {
+                eprintln!(
+                    "  slowest: approval {} of {}, {:.1} ms to its runner (its write {:.1} ms; \
+                     slowest write {:.1} ms)",
+                    i + 1,
+                    latencies.len(),
+                    slowest.as_secs_f64() * 1e3,
+                    written[i].as_secs_f64() * 1e3,
+                    written
+                        .iter()
+                        .max()
+                        .unwrap_or(&Duration::ZERO)
+                        .as_secs_f64()
+                        * 1e3,
+                );
+            }
             latencies.sort();
             written.sort();
             return Ok((latencies, written));
