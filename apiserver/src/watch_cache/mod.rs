@@ -339,24 +339,23 @@ impl WatchCache {
         // object) do not wait for it.
         let put = match &change {
             WatchEvent::Put { kv, .. } => match self.cached(kv) {
-                Ok(object) => Some(Arc::new(object)),
+                Ok(object) => Ok(Arc::new(object)),
                 Err(err) => {
                     tracing::error!(%key, error = %err, "undecodable object in the store");
                     return;
                 }
             },
-            WatchEvent::Delete { .. } => None,
+            // A delete: its object is its last state, made under the lock.
+            WatchEvent::Delete { prev: last, .. } => Err(last),
         };
         let mut state = self.state.write().expect("watch cache lock");
         if revision <= state.latest {
             return;
         }
         let prev = state.objects.get(&key).cloned();
-        let (object, deleted) = match (put, &change) {
-            (Some(object), _) => (object, false),
-            // Every put made its object above.
-            (None, WatchEvent::Put { .. }) => return,
-            (None, WatchEvent::Delete { prev: last, .. }) => {
+        let (object, deleted) = match put {
+            Ok(object) => (object, false),
+            Err(last) => {
                 let last = match &prev {
                     Some(cached) => cached.deleted_at(&self.rt, revision),
                     None => CachedObject::from_store(&self.rt, last)

@@ -740,22 +740,38 @@ async fn finished_plans_read_back_as_written(backend: Backend) {
 /// Installs, which the watch cache holds compressed against a dictionary of the first
 /// ones, are served exactly as written (GET, lists, a watch's initial events, before and
 /// after a restart), and the runner-token check, which reads the token's hash out of the
-/// cached Install on every runner request, still holds for each actor: an install's own
-/// token reads its Install; another install's token, a token with the right install and
-/// a wrong secret, and one naming no install are refused and change nothing. And they
+/// cached Install on every runner request, still holds for each actor: the admin, a
+/// viewer, an approver and an install's own token read its Install as stored; another
+/// install's token is refused (403), a token with the right install and a wrong secret
+/// and one naming no install are not authenticated (401); none but the admin may
+/// rewrite the Install's token hash, and no refused request changes anything. And they
 /// are held compressed: the server's cached bytes of Installs are under half their JSON.
 async fn installs_read_back_as_written_and_still_check_runner_tokens(backend: Backend) {
     let mut w = World::start(backend).await;
     let installs = format!("{API}/installs");
-    let acme =
+    /// `path` read with `token`.
+    async fn read(w: &World, path: &str, token: &str) -> outpost_testing::Reply {
+        w.cp.raw(Some(token), "GET", path, &[], "").await
+    }
+    /// Install `name` read with `token`.
+    async fn get(w: &World, name: &str, token: &str) -> outpost_testing::Reply {
+        read(w, &format!("{API}/installs/{name}"), token).await
+    }
+    /// A status write on Install `name` with `token`: the runner token hash replaced,
+    /// what a token holder would want to write.
+    async fn take_over(w: &World, name: &str, token: &str) -> outpost_testing::Reply {
+        let path = format!("{API}/installs/{name}/status");
+        let body = json!({"status": {"runnerTokenHash": "0".repeat(64)}}).to_string();
         w.cp.raw(
-            Some(&w.cp.admin_token),
-            "GET",
-            &format!("{installs}/{PROMPT}"),
-            &[],
-            "",
+            Some(token),
+            "PATCH",
+            &path,
+            &[("content-type", MERGE)],
+            body,
         )
-        .await;
+        .await
+    }
+    let acme = get(&w, PROMPT, &w.cp.admin_token).await;
     assert_eq!(acme.status, 200, "{}", acme.text);
     // 30 more installs like acme, each with a runner token minted (a status write).
     let mut tokens = Vec::new();
@@ -793,14 +809,6 @@ async fn installs_read_back_as_written_and_still_check_runner_tokens(backend: Ba
             w.cp.mint_runner_token(&format!("default/{name}")),
         ));
     }
-    /// `path` read with `token`.
-    async fn read(w: &World, path: &str, token: &str) -> outpost_testing::Reply {
-        w.cp.raw(Some(token), "GET", path, &[], "").await
-    }
-    /// Install `name` read with `token`.
-    async fn get(w: &World, name: &str, token: &str) -> outpost_testing::Reply {
-        read(w, &format!("{API}/installs/{name}"), token).await
-    }
     let mut stored = Vec::new();
     for name in [PROMPT, APPROVE_ALL]
         .into_iter()
@@ -829,39 +837,42 @@ async fn installs_read_back_as_written_and_still_check_runner_tokens(backend: Ba
                 .iter()
                 .find(|s| s["metadata"]["name"] == json!(name))
                 .unwrap();
-            // Its own token: its Install, as stored.
-            let reply = get(&w, name, token).await;
-            assert_eq!(
-                (reply.status, &reply.json),
-                (200, own),
-                "{what}: {name}'s own token"
-            );
-            // Another install's token: refused.
             let (other, other_token) = &tokens[(i + 1) % tokens.len()];
-            let reply = get(&w, name, other_token).await;
-            assert_eq!(
-                reply.status, 403,
-                "{what}: {other}'s token reading {name}: {}",
-                reply.text
-            );
             // The right install with a wrong secret, and an install that does not exist.
             let secret = token.rsplit('_').next().unwrap();
             let forged = token.replace(secret, &"A".repeat(secret.len()));
-            let reply = get(&w, name, &forged).await;
-            assert_eq!(
-                reply.status, 401,
-                "{what}: a forged token for {name}: {}",
-                reply.text
-            );
             let nobody = token.replace(&format!("_{name}_"), "_nobody_");
-            let reply = get(&w, name, &nobody).await;
-            assert_eq!(
-                reply.status, 401,
-                "{what}: a token of no install: {}",
-                reply.text
-            );
+            // (who, token, its read's status, its status write's status)
+            let actors = [
+                ("the admin", w.cp.admin_token.as_str(), 200, None),
+                ("a viewer", w.cp.viewer_token.as_str(), 200, Some(403)),
+                ("an approver", w.cp.approver_token.as_str(), 200, Some(403)),
+                ("its own runner token", token.as_str(), 200, Some(403)),
+                (other.as_str(), other_token.as_str(), 403, Some(403)),
+                ("a forged token", forged.as_str(), 401, Some(401)),
+                ("a token of no install", nobody.as_str(), 401, Some(401)),
+            ];
+            for (who, token, read_status, write_status) in actors {
+                let reply = get(&w, name, token).await;
+                assert_eq!(
+                    reply.status, read_status,
+                    "{what}: {who} reading {name}: {}",
+                    reply.text
+                );
+                if read_status == 200 {
+                    assert_eq!(&reply.json, own, "{what}: {who} reads {name} as stored");
+                }
+                if let Some(expected) = write_status {
+                    let reply = take_over(&w, name, token).await;
+                    assert_eq!(
+                        reply.status, expected,
+                        "{what}: {who} writing {name}'s token hash: {}",
+                        reply.text
+                    );
+                }
+            }
         }
-        // Nothing a refused token sent changed any Install.
+        // Nothing a refused request sent changed any Install.
         let list = read(&w, &installs, &w.cp.admin_token).await;
         assert_eq!(list.json["items"], json!(stored), "{what}: unchanged");
         let (held, json) = cached_bytes(&w, "installs", &stored).await;
