@@ -839,8 +839,14 @@ async fn installs_read_back_as_written_and_still_check_runner_tokens(backend: Ba
                 .unwrap();
             let (other, other_token) = &tokens[(i + 1) % tokens.len()];
             // The right install with a wrong secret, and an install that does not exist.
-            let secret = token.rsplit('_').next().unwrap();
-            let forged = token.replace(secret, &"A".repeat(secret.len()));
+            // (The secret is base64url, which may hold `_`: it is what follows the prefix.)
+            let prefix = format!("opr_default_{name}_");
+            let secret = token.strip_prefix(&prefix).expect("a runner token");
+            let other_secret: String = secret
+                .chars()
+                .map(|c| if c == 'A' { 'B' } else { 'A' })
+                .collect();
+            let forged = format!("{prefix}{other_secret}");
             let nobody = token.replace(&format!("_{name}_"), "_nobody_");
             // (who, token, its read's status, its status write's status)
             let actors = [
