@@ -4,7 +4,8 @@
 //! compare-and-swap write that lands: a lost race, a no-op or a refusal computed from it is
 //! tried again from the store. Counted on both stores through `/metrics`; a cache held
 //! behind the store by [`HeldFeed`], a store that forwards everything and delays its watch
-//! events while a test holds them.
+//! events while a test holds them. A patch after the server's own write of the object reads
+//! the store while the cache is behind that write, rather than lose a compare-and-swap.
 
 mod server_support;
 
@@ -25,6 +26,10 @@ use serde_json::{Value, json};
 use server_support::{ADMIN, TestStore, get, metric, send};
 
 const STORE_GETS: &str = "apiserver_store_request_duration_seconds_count{operation=\"get\"}";
+const REFUSED_POLICY_UPDATES: &str =
+    "apiserver_store_writes_total{operation=\"update\",resource=\"policies\",result=\"refused\"}";
+const POLICY_UPDATES: &str =
+    "apiserver_store_writes_total{operation=\"update\",resource=\"policies\",result=\"ok\"}";
 const POLICIES: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/policies";
 const POLICY_KEY: &str = "/registry/outpost.dev/policies/default/p";
 const PLANS: &str = "/apis/outpost.dev/v1alpha1/namespaces/default/plans";
@@ -223,6 +228,49 @@ async fn a_no_op_on_a_copy_behind_the_store_is_checked_against_the_store(store: 
     feed.hold(false);
 }
 
+async fn a_patch_after_the_servers_own_write_reads_the_store_not_the_copy_before_it(
+    store: TestStore,
+) {
+    put_policy(&store).await;
+    let feed = HeldFeed::over(store.store.clone());
+    let server = server(&feed).await;
+    feed.hold(true);
+    // Two writes in a row, as a controller writes a finalizer and then a status: the
+    // cache has neither (its feed is held), and the second must not start from its copy.
+    let (status, body) = label(&server, "a", "1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let gets = metric(&server, STORE_GETS).await;
+    let (refused, written) = (
+        metric(&server, REFUSED_POLICY_UPDATES).await,
+        metric(&server, POLICY_UPDATES).await,
+    );
+    let (status, body) = label(&server, "b", "2").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+    assert_eq!(
+        metric(&server, REFUSED_POLICY_UPDATES).await,
+        refused,
+        "no write computed from the copy before the server's own write"
+    );
+    assert_eq!(metric(&server, POLICY_UPDATES).await, written + 1);
+    assert_eq!(
+        metric(&server, STORE_GETS).await,
+        gets + 1,
+        "one store read"
+    );
+    let labels = &stored(store.store.as_ref(), POLICY_KEY).await["metadata"]["labels"];
+    assert_eq!(*labels, json!({"a": "1", "b": "2"}));
+    // Once the cache has the writes, a patch starts from its copy again.
+    feed.hold(false);
+    let (status, body) = get(&server, ADMIN, POLICIES).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let gets = metric(&server, STORE_GETS).await;
+    let (status, body) = label(&server, "c", "3").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(metric(&server, STORE_GETS).await, gets, "no store read");
+    assert_eq!(metric(&server, REFUSED_POLICY_UPDATES).await, refused);
+}
+
 fn plan(phase: PlanPhase, diff: Option<PlanDiff>) -> Value {
     let status = PlanStatus {
         phase: Some(phase),
@@ -307,6 +355,7 @@ on_both_stores!(
     a_patch_of_a_current_copy_reads_nothing,
     a_patch_of_a_copy_behind_the_store_is_made_again_from_the_store,
     a_no_op_on_a_copy_behind_the_store_is_checked_against_the_store,
+    a_patch_after_the_servers_own_write_reads_the_store_not_the_copy_before_it,
     an_approval_of_a_current_copy_reads_nothing,
     an_approval_refused_on_a_copy_behind_the_store_is_decided_on_the_store,
 );

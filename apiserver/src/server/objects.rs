@@ -63,7 +63,9 @@ impl Call {
     /// The named object for a read-modify-write, `None` when the store has none. With
     /// `from_cache`, the watch cache's copy when it holds one, as kube-apiserver's
     /// `GuaranteedUpdate` starts from the cacher's object: no store read when the cache
-    /// is current, which it nearly always is. A caller trusts a try that started from
+    /// is current, which it nearly always is, and not when this server wrote the object
+    /// since the cache's revision ([`crate::watch_cache::WatchCache::get_current`]: a
+    /// client's second write in a row). A caller trusts a try that started from
     /// the cache only when its compare-and-swap write lands (that proves the copy was
     /// current); a refusal, a conflict or a no-op it tries again from the store.
     pub async fn current(&self, from_cache: bool) -> Result<Option<Current>, ApiError> {
@@ -71,7 +73,7 @@ impl Call {
             && let Some(cached) = self
                 .state
                 .cache(&self.rt)?
-                .get(self.namespace(), self.name())
+                .get_current(self.namespace(), self.name())
         {
             return Ok(Some(Current {
                 revision: cached.revision,
@@ -205,7 +207,10 @@ async fn delete_one(
             }
             mark_deleting(&mut object);
             match store.update(key, to_store(&object), kv.mod_revision).await {
-                Ok(updated) => return from_store(&updated),
+                Ok(updated) => {
+                    wrote(call, &object, updated.mod_revision);
+                    return from_store(&updated);
+                }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(err) => return Err(ApiError::from_store(err, subject)),
             }
@@ -214,7 +219,10 @@ async fn delete_one(
             return Ok(object);
         }
         match store.delete(key, Some(kv.mod_revision)).await {
-            Ok(_) => return Ok(object),
+            Ok((_, deleted)) => {
+                wrote(call, &object, deleted);
+                return Ok(object);
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(err) => return Err(ApiError::from_store(err, subject)),
         }
@@ -227,6 +235,20 @@ async fn delete_one(
         },
         call.subject(),
     ))
+}
+
+/// [`super::write::wrote`] for `object`, which a collection's delete may find in any
+/// namespace.
+fn wrote(call: &Call, object: &Value, revision: crate::storage::Revision) {
+    if let (Ok(cache), Some(name)) = (
+        call.state.cache(&call.rt),
+        crate::object_meta::name_of(object),
+    ) {
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        cache.wrote(namespace, name, revision);
+    }
 }
 
 pub async fn delete_collection(call: &Call) -> Result<Response, ApiError> {

@@ -196,6 +196,7 @@ async fn create_object(
         .create(&key, stored.bytes.clone())
         .await
         .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, &name)))?;
+    wrote(call, &name, kv.mod_revision);
     strip_unstored(&mut object);
     set_resource_version(&mut object, kv.mod_revision);
     let committed = Committed {
@@ -238,6 +239,15 @@ pub async fn update(call: &Call, body: Body) -> Result<Response, ApiError> {
     }
     let committed = commit_update(call, revision, &old, object, Fields::Written).await?;
     Ok(committed.answer(StatusCode::OK, &warnings))
+}
+
+/// Tells the type's watch cache that this server wrote `name` at `revision`, so that the
+/// next read-modify-write of it does not start from the cache's older copy
+/// ([`Call::current`]).
+pub(super) fn wrote(call: &Call, name: &str, revision: crate::storage::Revision) {
+    if let Ok(cache) = call.state.cache(&call.rt) {
+        cache.wrote(call.namespace(), name, revision);
+    }
 }
 
 fn conflict(call: &Call) -> ApiError {
@@ -311,10 +321,11 @@ async fn commit_update(
     let store = &call.state.store;
     if is_deleting(&new) && finalizers(&new).is_empty() {
         // The last finalizer is gone: the object goes.
-        store
+        let (_, deleted) = store
             .delete(&call.key(), Some(revision))
             .await
             .map_err(|e| ApiError::from_store(e, call.subject()))?;
+        wrote(call, call.name(), deleted);
         return Ok(Committed {
             object: new,
             wrote: true,
@@ -335,6 +346,7 @@ async fn commit_update(
         .update(&call.key(), stored.bytes.clone(), revision)
         .await
         .map_err(|e| ApiError::from_store(e, call.subject()))?;
+    wrote(call, call.name(), written.mod_revision);
     // What was stored, with its revision: `new` itself, as `to_store` wrote it (no
     // decode of the bytes just encoded), and its JSON those bytes with the revision.
     strip_unstored(&mut new);

@@ -13,6 +13,7 @@
 
 pub mod feed;
 mod object;
+mod own_writes;
 mod served;
 mod watchers;
 
@@ -210,6 +211,8 @@ pub struct WatchCache {
     /// Objects lists and gets looked at ([`CacheStats::objects_read`]).
     objects_read: AtomicU64,
     dictionary: Mutex<Dictionary>,
+    /// What this server wrote that the cache may not have yet.
+    own_writes: own_writes::OwnWrites,
 }
 
 /// The dictionary a type's compressed objects ([`crate::registry::Compressed`]) are
@@ -266,6 +269,7 @@ impl WatchCache {
             }),
             objects_read: AtomicU64::new(0),
             dictionary: Mutex::default(),
+            own_writes: own_writes::OwnWrites::default(),
         })
     }
 
@@ -545,6 +549,25 @@ impl WatchCache {
             .objects
             .get(&key)
             .cloned()
+    }
+
+    /// Notes that this server wrote `namespace/name` (created, updated or deleted it) at
+    /// `revision`: until the cache reaches that revision, [`Self::get_current`] leaves the
+    /// object to the store.
+    pub fn wrote(&self, namespace: Option<&str>, name: &str, revision: Revision) {
+        self.own_writes.wrote(namespace, name, revision);
+    }
+
+    /// The object `namespace/name` as the cache has it, to write over: `None` when the
+    /// cache does not hold it, or when this server wrote it at a revision the cache has
+    /// not reached yet (its copy is older than that write; see `own_writes`). Either way
+    /// the caller reads the store.
+    pub fn get_current(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
+        let written = self.own_writes.newest(namespace, name);
+        if written > self.revision() {
+            return None;
+        }
+        self.get(namespace, name)
     }
 
     /// The object at exactly `revision`, if that is its newest state the cache has seen.

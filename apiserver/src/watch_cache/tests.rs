@@ -568,3 +568,34 @@ async fn a_type_compressing_all_holds_every_object_against_the_first_ones_and_se
         );
     }
 }
+
+#[test]
+fn an_object_this_server_wrote_past_the_caches_revision_is_left_to_the_store_until_the_cache_has_it()
+ {
+    let rt = crate::testing::test_registry()
+        .get("example.com", "v1", "widgets")
+        .expect("widgets are served");
+    let cache = WatchCache::new(rt, 1_000, Arc::new(Progress::for_tests()));
+    put(&cache, "w1", "a", 1);
+    put(&cache, "w2", "a", 2);
+    let current = |name: &str| cache.get_current(Some("shop"), name).map(|o| o.revision);
+    assert_eq!((current("w1"), current("w2")), (Some(1), Some(2)));
+    // The server wrote w1 at 3; the cache is still at 2, with w1 as of 1.
+    cache.wrote(Some("shop"), "w1", 3);
+    assert_eq!(
+        current("w1"),
+        None,
+        "the copy before the server's own write"
+    );
+    assert_eq!(cache.get(Some("shop"), "w1").map(|o| o.revision), Some(1));
+    assert_eq!(
+        current("w2"),
+        Some(2),
+        "another object is served from the cache"
+    );
+    // A write the cache has reached leaves nothing behind.
+    cache.wrote(Some("shop"), "w2", 2);
+    assert_eq!(current("w2"), Some(2));
+    put(&cache, "w1", "a", 3);
+    assert_eq!(current("w1"), Some(3));
+}
