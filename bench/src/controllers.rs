@@ -69,6 +69,24 @@ impl Writes {
     fn snapshot(&self) -> BTreeMap<(&'static str, String), u64> {
         self.counts.lock().expect("not poisoned").clone()
     }
+
+    /// Once the counts have not moved for half a second (10 s at most). A write is
+    /// counted when the store's answer reaches the server, which may be after its watch
+    /// event told the bench the phase was over: a phase's last writes would otherwise
+    /// land in the next one's counts.
+    async fn quiet(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut last = self.snapshot();
+        let mut still_since = Instant::now();
+        while Instant::now() < deadline && still_since.elapsed() < Duration::from_millis(500) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = self.snapshot();
+            if now != last {
+                last = now;
+                still_since = Instant::now();
+            }
+        }
+    }
 }
 
 /// Counts the writes that reach the store.
@@ -266,6 +284,7 @@ impl ControllersBench {
             .await
             .context("creating the installs")?;
         let rolled = wait_rolled_out(&client, &release, self.installs, self.timeout).await?;
+        writes.quiet().await;
         phases.push(phase(
             "first release",
             started,
@@ -290,6 +309,7 @@ impl ControllersBench {
         let release2 =
             wait_for_release(&client, NAMESPACE, "bench", Some(&release), self.timeout).await?;
         let rolled = wait_rolled_out(&client, &release2, self.installs, self.timeout).await?;
+        writes.quiet().await;
         phases.push(phase(
             "new release",
             started,
