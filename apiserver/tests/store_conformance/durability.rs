@@ -179,3 +179,45 @@ async fn history_window_is_bounded() {
     let recent = store.watch("/h/", current - 50).await;
     assert!(recent.is_ok(), "revisions inside the window stay watchable");
 }
+
+#[tokio::test]
+async fn history_is_compacted_a_little_with_each_write() {
+    // Each batch removes at most two revisions of the oldest history per write it makes,
+    // in its own transaction: a write never waits for a long compaction (a quarter of
+    // this history, 2,048 revisions, went at once before), and the history stays at its
+    // length.
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(
+        dir.path(),
+        EmbeddedOptions {
+            history: 8_192,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut compacted = store.compacted_revision();
+    let (mut steps, mut largest) = (0, 0);
+    for i in 0..10_500 {
+        store
+            .create(&format!("/s/{i}"), Bytes::from("x"))
+            .await
+            .unwrap();
+        let now = store.compacted_revision();
+        if now != compacted {
+            steps += 1;
+            largest = largest.max(now - compacted);
+            compacted = now;
+        }
+        let current = store.current_revision().await.unwrap();
+        assert!(
+            current - compacted <= 8_192,
+            "the history is kept at its length: {current} - {compacted}"
+        );
+    }
+    assert!(steps > 1_000, "compacted in {steps} steps");
+    assert!(
+        largest <= 2,
+        "one write's batch removed {largest} revisions"
+    );
+}
