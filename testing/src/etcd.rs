@@ -21,12 +21,29 @@ pub struct ThrowawayEtcd {
 }
 
 impl ThrowawayEtcd {
-    /// Starts etcd and waits (up to 30 s) until it answers a read.
+    /// Starts etcd and waits (up to 30 s) until it answers a read. A port taken between
+    /// [`free_port`] releasing it and etcd binding it (by any process: an outgoing
+    /// connection's ephemeral port, on a machine running a fleet benchmark) is tried again
+    /// on new ports, up to three times.
     ///
     /// # Errors
     /// When etcd cannot be started (not installed), exits, or does not answer in time;
     /// the message carries etcd's log.
     pub async fn start() -> std::io::Result<Self> {
+        let mut tries = 1;
+        loop {
+            let mut etcd = Self::spawn()?;
+            match etcd.wait_ready().await {
+                Ok(()) => return Ok(etcd),
+                Err(err) if tries < 3 && err.to_string().contains("address already in use") => {
+                    tries += 1;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn spawn() -> std::io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("outpost-etcd-").tempdir()?;
         let (client, peer) = (free_port(), free_port());
         let endpoint = format!("http://127.0.0.1:{client}");
@@ -52,13 +69,11 @@ impl ThrowawayEtcd {
                     "cannot start etcd (is etcd-server installed? `./x deps` installs it): {e}"
                 ))
             })?;
-        let mut etcd = ThrowawayEtcd {
+        Ok(ThrowawayEtcd {
             child,
             endpoint,
             dir,
-        };
-        etcd.wait_ready().await?;
-        Ok(etcd)
+        })
     }
 
     async fn wait_ready(&mut self) -> std::io::Result<()> {
