@@ -9,7 +9,8 @@
 //! with the machine's `kubectl` or a kube-rs client; run OCI registries
 //! (`docker-registry`) with a test image in them; record every API response a test's
 //! clients get, or stand for a server that dies right after a write
-//! ([`RecordingProxy`]); run Helm 4 on the chart ([`helm`]); give the real runner job
+//! ([`RecordingProxy`]), or lose the answer of one etcd request ([`LostAnswerProxy`]);
+//! run Helm 4 on the chart ([`helm`]); give the real runner job
 //! Plans to run ([`job_plans`]).
 //!
 //! It depends on no Outpost crate but `outpost-api`, so the API server's and the
@@ -26,6 +27,7 @@ pub mod helm;
 pub mod job_plans;
 mod kubectl;
 mod lines;
+mod lost_answer;
 mod moto;
 mod pki;
 pub mod providers;
@@ -41,6 +43,7 @@ pub use etcd::ThrowawayEtcd;
 pub use etcd_cluster::EtcdCluster;
 pub use kubectl::{Kubectl, Run, Watch};
 pub use lines::Lines;
+pub use lost_answer::LostAnswerProxy;
 pub use moto::{Moto, moto_binary};
 pub use raw::Reply;
 pub use recording::RecordingProxy;

@@ -129,6 +129,17 @@ impl Moto {
 
 impl Drop for Moto {
     fn drop(&mut self) {
+        // A test failing with the emulator running shows what the emulator saw last (a
+        // failure under load once came with nothing but its test's name).
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            eprintln!(
+                "moto_server's last lines ({} in all):\n{}",
+                lines.len(),
+                lines[lines.len().saturating_sub(30)..].join("\n")
+            );
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

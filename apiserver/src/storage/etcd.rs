@@ -69,11 +69,14 @@ impl EtcdStore {
         endpoints: &[String],
         tls: Option<&EtcdTls>,
     ) -> Result<Self, StoreError> {
+        // A ping every 30 s, the connection given up when one goes unanswered for 10 s:
+        // kube-apiserver's (`keepaliveTime`, `keepaliveTimeout`). A ping unanswered fails
+        // every request on the connection; 5 s was once too short on a loaded machine.
         let mut options = ConnectOptions::new()
             .with_connect_timeout(std::time::Duration::from_secs(5))
             .with_keep_alive(
+                std::time::Duration::from_secs(30),
                 std::time::Duration::from_secs(10),
-                std::time::Duration::from_secs(5),
             );
         let mut endpoints = endpoints.to_vec();
         if let Some(tls) = tls {
@@ -96,6 +99,8 @@ impl EtcdStore {
 
 /// gRPC's `UNAVAILABLE` status code.
 const UNAVAILABLE: i32 = 14;
+/// gRPC's `UNKNOWN` status code.
+const UNKNOWN: i32 = 2;
 /// Tries of one request while members answer `UNAVAILABLE`.
 const ATTEMPTS: u64 = 8;
 
@@ -104,11 +109,24 @@ const ATTEMPTS: u64 = 8;
 /// request it routes there at once, so without this a third of the requests to a
 /// 3-member cluster fail for as long as the member is down; etcd also answers
 /// `UNAVAILABLE` while it elects a new leader.
+async fn failover<T, F, Fut>(call: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    failover_write(call).await.map(|(answer, _)| answer)
+}
+
+/// [`failover`], also telling whether a try failed before the one answered.
 ///
 /// Trying a write again is safe because every write is a compare-and-swap: if the first
-/// try did commit (its answer was lost), the next one fails its comparison and the
-/// caller gets a conflict (or already-exists, not-found), never a second write.
-async fn failover<T, F, Fut>(mut call: F) -> Result<T, etcd_client::Error>
+/// try did commit (etcd answers `UNAVAILABLE` "request timed out" for a proposal that may
+/// still commit, and a broken connection loses the answer of one that did), the next one
+/// fails its comparison, never writes twice. The write's caller then asks etcd whether
+/// the change that beat it is its own ([`EtcdStore::own_create`],
+/// [`EtcdStore::first_change_after`]), so that a write that committed is answered as
+/// done, not as already-exists, conflict or not-found.
+async fn failover_write<T, F, Fut>(mut call: F) -> Result<(T, bool), etcd_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
@@ -117,14 +135,33 @@ where
     loop {
         match call().await {
             Err(etcd_client::Error::GRpcStatus(status))
-                if i32::from(status.code()) == UNAVAILABLE && attempt < ATTEMPTS =>
+                if attempt < ATTEMPTS
+                    && (i32::from(status.code()) == UNAVAILABLE
+                        || connection_lost(status.code().into(), &status)) =>
             {
+                tracing::debug!(attempt, error = %status, "etcd did not answer: trying again");
                 tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
                 attempt += 1;
             }
-            other => return other,
+            other => return other.map(|answer| (answer, attempt > 1)),
         }
     }
+}
+
+/// Whether `status` (of gRPC `code`) is the connection breaking under the request (gRPC `UNKNOWN` over an
+/// I/O error: the member died or the network failed; the request may have been served).
+fn connection_lost(code: i32, status: &dyn std::error::Error) -> bool {
+    if code != UNKNOWN {
+        return false;
+    }
+    let mut source = status.source();
+    while let Some(error) = source {
+        if error.is::<std::io::Error>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// The key just past every key starting with `prefix` (etcd's `range_end`).
@@ -170,15 +207,22 @@ fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Revision {
     header.map(|h| h.revision()).unwrap_or_default()
 }
 
+/// What a compare-and-swap came to, and whether an earlier try of it failed (its answer
+/// lost: it may have committed).
+struct Swapped {
+    outcome: Result<(Revision, Vec<TxnOpResponse>), Option<KeyValue>>,
+    retried: bool,
+}
+
+/// How long a write whose comparison failed after a lost answer looks for its own
+/// change in the key's history before it reports the failure as it is.
+const OWN_CHANGE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl EtcdStore {
     /// Runs `txn`; on failure returns the key's current value read in the same txn.
-    async fn txn_or_current(
-        &self,
-        key: &str,
-        txn: Txn,
-    ) -> Result<Result<(Revision, Vec<TxnOpResponse>), Option<KeyValue>>, StoreError> {
+    async fn txn_or_current(&self, key: &str, txn: Txn) -> Result<Swapped, StoreError> {
         let txn = txn.or_else([TxnOp::get(key, None)]);
-        let response = failover(|| {
+        let (response, retried) = failover_write(|| {
             let (mut kv, txn) = (self.kv.clone(), txn.clone());
             async move { kv.txn(txn).await }
         })
@@ -186,13 +230,70 @@ impl EtcdStore {
         .map_err(StoreError::backend)?;
         let revision = header_revision(response.header());
         if response.succeeded() {
-            return Ok(Ok((revision, response.op_responses())));
+            return Ok(Swapped {
+                outcome: Ok((revision, response.op_responses())),
+                retried,
+            });
         }
         let current = match response.op_responses().into_iter().next() {
             Some(TxnOpResponse::Get(get)) => get.kvs().first().map(to_kv).transpose()?,
             _ => None,
         };
-        Ok(Err(current))
+        Ok(Swapped {
+            outcome: Err(current),
+            retried,
+        })
+    }
+
+    /// Whether `current`, found by a create tried again, is that create's own object: the
+    /// key as it was created holds `value`. `None` when it does not, or when its creation
+    /// is compacted away.
+    async fn own_create(&self, value: &[u8], current: &KeyValue) -> Option<KeyValue> {
+        if current.version == 1 {
+            return (current.value == value).then(|| current.clone());
+        }
+        let created = failover(|| {
+            let mut kv = self.kv.clone();
+            let options = GetOptions::new().with_revision(current.create_revision);
+            let key = current.key.clone();
+            async move { kv.get(key, Some(options)).await }
+        })
+        .await
+        .ok()?;
+        let created = created.kvs().first().map(to_kv)?.ok()?;
+        (created.create_revision == current.create_revision && created.value == value).then(|| {
+            KeyValue {
+                mod_revision: created.create_revision,
+                version: 1,
+                ..created
+            }
+        })
+    }
+
+    /// The first change of `key` after revision `after`, from etcd's history; `None` when
+    /// that history is compacted or does not answer within [`OWN_CHANGE_WAIT`]. A write
+    /// compared against `after` whose answer was lost is that change, or never committed.
+    async fn first_change_after(&self, key: &str, after: Revision) -> Option<WatchEvent> {
+        let options = WatchOptions::new()
+            .with_start_revision(after + 1)
+            .with_prev_key();
+        let first = async {
+            let mut watch = self.watch.clone();
+            let mut stream = watch.watch(key, Some(options)).await.ok()?;
+            loop {
+                let response = stream.message().await.ok()??;
+                if response.compact_revision() > 0 || response.canceled() {
+                    return None;
+                }
+                if let Some(event) = response.events().first() {
+                    return to_event(event).ok();
+                }
+            }
+        };
+        tokio::time::timeout(OWN_CHANGE_WAIT, first)
+            .await
+            .ok()
+            .flatten()
     }
 }
 
@@ -259,7 +360,8 @@ impl Store for EtcdStore {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value.to_vec(), None)]);
-        match self.txn_or_current(key, txn).await? {
+        let swapped = self.txn_or_current(key, txn).await?;
+        match swapped.outcome {
             Ok((revision, _)) => Ok(KeyValue {
                 key: key.to_owned(),
                 value,
@@ -267,9 +369,16 @@ impl Store for EtcdStore {
                 mod_revision: revision,
                 version: 1,
             }),
-            Err(_) => Err(StoreError::AlreadyExists {
-                key: key.to_owned(),
-            }),
+            Err(current) => {
+                if let Some(current) = current.filter(|_| swapped.retried)
+                    && let Some(own) = self.own_create(&value, &current).await
+                {
+                    return Ok(own);
+                }
+                Err(StoreError::AlreadyExists {
+                    key: key.to_owned(),
+                })
+            }
         }
     }
 
@@ -286,7 +395,15 @@ impl Store for EtcdStore {
                 value.to_vec(),
                 Some(PutOptions::new().with_prev_key()),
             )]);
-        match self.txn_or_current(key, txn).await? {
+        let swapped = self.txn_or_current(key, txn).await?;
+        if swapped.retried
+            && swapped.outcome.is_err()
+            && let Some(WatchEvent::Put { kv, .. }) = self.first_change_after(key, expected).await
+            && kv.value == value
+        {
+            return Ok(kv);
+        }
+        match swapped.outcome {
             Ok((revision, responses)) => {
                 let prev = match responses.into_iter().next() {
                     Some(TxnOpResponse::Put(put)) => put.prev_key().map(to_kv).transpose()?,
@@ -327,7 +444,14 @@ impl Store for EtcdStore {
             key,
             Some(DeleteOptions::new().with_prev_key()),
         )]);
-        match self.txn_or_current(key, txn).await? {
+        let swapped = self.txn_or_current(key, txn).await?;
+        if let Some(expected) = expected.filter(|_| swapped.retried && swapped.outcome.is_err())
+            && let Some(WatchEvent::Delete { prev, revision }) =
+                self.first_change_after(key, expected).await
+        {
+            return Ok((prev, revision));
+        }
+        match swapped.outcome {
             Ok((revision, responses)) => {
                 let prev = match responses.into_iter().next() {
                     Some(TxnOpResponse::Delete(delete)) => {

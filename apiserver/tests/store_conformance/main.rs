@@ -3,6 +3,7 @@
 //! may share one etcd (`OUTPOST_TEST_ETCD`); tests that compact get a private one.
 
 mod durability;
+mod lost_answers;
 mod suite;
 mod support;
 
