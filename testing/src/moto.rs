@@ -62,12 +62,14 @@ impl Moto {
         Moto::spawn(command, env)
     }
 
+    /// Starts `command` on port 0 (the kernel picks a free one as moto binds it, so no
+    /// other process can take it in between, as a port found free beforehand could be)
+    /// and reads the port from the line moto logs, "Running on http://127.0.0.1:PORT".
     fn spawn(mut command: Command, env: &[(&str, &str)]) -> Moto {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = crate::free_port();
         let log = std::fs::File::create(dir.path().join("moto.log")).expect("moto.log");
         let child = command
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-H", "127.0.0.1", "-p", "0"])
             .envs(env.iter().copied())
             .current_dir(dir.path())
             .stdin(Stdio::null())
@@ -75,16 +77,23 @@ impl Moto {
             .stderr(log)
             .spawn()
             .expect("moto_server starts");
-        let mut moto = Moto { child, port, dir };
-        crate::eventually_blocking(60, "moto_server to listen", || {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(());
+        let mut moto = Moto {
+            child,
+            port: 0,
+            dir,
+        };
+        let port = crate::eventually_blocking(60, "moto_server to listen", || {
+            if let Some(port) = listening_port(&moto.log())
+                && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            {
+                return Some(port);
             }
             if let Some(status) = moto.child.try_wait().expect("moto_server can be polled") {
                 panic!("moto_server exited with {status}: {}", moto.log());
             }
             None
         });
+        moto.port = port;
         moto
     }
 
@@ -127,6 +136,14 @@ impl Moto {
     }
 }
 
+/// The port of moto's "Running on http://127.0.0.1:PORT" line in `log`.
+fn listening_port(log: &str) -> Option<u16> {
+    let rest =
+        &log[log.find("Running on http://127.0.0.1:")? + "Running on http://127.0.0.1:".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 impl Drop for Moto {
     fn drop(&mut self) {
         // A test failing with the emulator running shows what the emulator saw last (a
@@ -142,5 +159,19 @@ impl Drop for Moto {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_port_is_read_from_the_line_moto_logs() {
+        let log = "\u{1b}[31mWARNING: This is a development server.\u{1b}[0m\n * Running on http://127.0.0.1:46699\n\u{1b}[33mPress CTRL+C to quit\u{1b}[0m\n";
+        assert_eq!(super::listening_port(log), Some(46699));
+        assert_eq!(
+            super::listening_port(" * Running on http://127.0.0.1:"),
+            None
+        );
+        assert_eq!(super::listening_port(""), None);
     }
 }
