@@ -1,6 +1,7 @@
-"""Prints each failed test of the last nextest run and why it failed: the lines from
-its panic message and what followed its backtrace, read from nextest's JUnit report (argv[1]).
-`./x test` runs it after a failed run, so the reasons end the output CI shows."""
+"""Prints each failed test of the last nextest run and why it failed: its panic
+message and what was printed after its backtrace (a fixture's log), read from
+nextest's JUnit report (argv[1]). `./x test` runs it after a failed run, so that the
+reasons end the output: CI shows an output's start and end, not its middle."""
 
 import re
 import sys
