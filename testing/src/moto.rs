@@ -138,8 +138,7 @@ impl Moto {
 
 /// The port of moto's "Running on http://127.0.0.1:PORT" line in `log`.
 fn listening_port(log: &str) -> Option<u16> {
-    let rest =
-        &log[log.find("Running on http://127.0.0.1:")? + "Running on http://127.0.0.1:".len()..];
+    let (_, rest) = log.split_once("Running on http://127.0.0.1:")?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
 }

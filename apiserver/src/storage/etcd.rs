@@ -136,8 +136,11 @@ where
         match call().await {
             Err(etcd_client::Error::GRpcStatus(status))
                 if attempt < ATTEMPTS
-                    && (i32::from(status.code()) == UNAVAILABLE
-                        || connection_lost(status.code().into(), &status)) =>
+                    && match i32::from(status.code()) {
+                        UNAVAILABLE => true,
+                        UNKNOWN => over_io_error(&status),
+                        _ => false,
+                    } =>
             {
                 tracing::debug!(attempt, error = %status, "etcd did not answer: trying again");
                 tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
@@ -148,13 +151,10 @@ where
     }
 }
 
-/// Whether `status` (of gRPC `code`) is the connection breaking under the request (gRPC `UNKNOWN` over an
-/// I/O error: the member died or the network failed; the request may have been served).
-fn connection_lost(code: i32, status: &dyn std::error::Error) -> bool {
-    if code != UNKNOWN {
-        return false;
-    }
-    let mut source = status.source();
+/// Whether an I/O error lies under `error`: with gRPC `UNKNOWN`, the connection broke
+/// under the request (the member died or the network failed; it may have been served).
+fn over_io_error(error: &dyn std::error::Error) -> bool {
+    let mut source = error.source();
     while let Some(error) = source {
         if error.is::<std::io::Error>() {
             return true;
