@@ -8,6 +8,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 MAX_LINES = 30
+MAX_CHARS = 1000
 
 
 BACKTRACE = re.compile(r"^\s*(\d+: |at |note: Some details|stack backtrace:)")
@@ -28,7 +29,14 @@ def reason(text):
             out.append(line)
         else:
             after.append(line)
-    return [l for l in out[:MAX_LINES] + after[-MAX_LINES:] if l.strip()]
+    return [clip(l) for l in out[:MAX_LINES] + after[-MAX_LINES:] if l.strip()]
+
+
+def clip(line):
+    """A line cut to MAX_CHARS: an assertion may print a whole object on one line."""
+    if len(line) <= MAX_CHARS:
+        return line
+    return f"{line[:MAX_CHARS]}... ({len(line) - MAX_CHARS} more characters)"
 
 
 def main():

@@ -46,10 +46,11 @@ async fn kubernetes_applies_cut_by_a_kill_resume() {
         .await;
         tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 150)).await;
         runner.kill();
-        // Cut: the journal still says `applying` and the control plane has not been
-        // told the result (a runner killed after reporting, before journaling that it
-        // reported, has nothing to resume). A report the runner sent just before it was
-        // killed may still be landing: look after it has.
+        // Cut: the journal still says `applying`, the runner had not audited the apply as
+        // done, and the control plane has not been told the result (a runner killed after
+        // auditing or reporting, before journaling it, has nothing to resume: it reports
+        // what it audited). A report the runner sent just before it was killed may still
+        // be landing: look after it has.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let reported = plans
             .get(name)
@@ -57,7 +58,10 @@ async fn kubernetes_applies_cut_by_a_kill_resume() {
             .ok()
             .and_then(|p| phase(&p))
             .is_some_and(PlanPhase::is_terminal);
-        cut.insert(name.clone(), applying().await && !reported);
+        cut.insert(
+            name.clone(),
+            applying().await && !reported && !site.apply_audited(name),
+        );
         runner = site.start(&cp);
     }
     eventually(120, "every plan to be final", async || {

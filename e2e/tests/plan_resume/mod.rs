@@ -130,6 +130,24 @@ impl Site {
             .find(|r| r.plan == name)
             .map(|r| r.stage)
     }
+
+    /// Whether the runner's own audit log has a completed `apply` of Plan `name`: the
+    /// runner got past its apply and audited it, so a kill before it journaled the result
+    /// leaves the journal at `applying` but nothing to resume (it reports what it audited,
+    /// without `Resumed`).
+    fn apply_audited(&self, name: &str) -> bool {
+        std::fs::read_to_string(self.state.join(outpost_runner::audit::AUDIT_FILE))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<outpost_api::AuditEventSpec>(l).ok())
+            .any(|e| {
+                e.plan.as_deref() == Some(name)
+                    && e.type_ == outpost_api::AuditEventType::Apply
+                    && e.details
+                        .as_ref()
+                        .is_some_and(|d| d.get("failed").is_none())
+            })
+    }
 }
 
 fn lines(path: &Path) -> usize {
