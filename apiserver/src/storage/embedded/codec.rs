@@ -77,6 +77,21 @@ pub(super) fn decode_event(bytes: &[u8]) -> Result<WatchEvent, StoreError> {
     }
 }
 
+/// The key a log entry changed, read without decoding the entry's values (a read at an
+/// older revision and a replay pass over the log's other keys).
+pub(super) fn event_key(bytes: &[u8]) -> Result<&str, StoreError> {
+    let mut reader = Reader(bytes);
+    match reader.u8()? {
+        PUT => {}
+        DELETE => {
+            reader.i64()?;
+        }
+        other => return Err(corrupt(&format!("unknown log entry type {other}"))),
+    }
+    let key_len = reader.u32()? as usize;
+    std::str::from_utf8(reader.take(key_len)?).map_err(|_| corrupt("key is not UTF-8"))
+}
+
 fn put_kv(out: &mut Vec<u8>, kv: &KeyValue) {
     out.extend_from_slice(&(kv.key.len() as u32).to_le_bytes());
     out.extend_from_slice(kv.key.as_bytes());
@@ -93,8 +108,8 @@ fn corrupt(what: &str) -> StoreError {
 
 struct Reader<'a>(&'a [u8]);
 
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], StoreError> {
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StoreError> {
         if self.0.len() < n {
             return Err(corrupt("record is truncated"));
         }
@@ -171,8 +186,15 @@ mod tests {
                 revision: 5,
             },
         ] {
-            assert_eq!(decode_event(&encode_event(&event)).unwrap(), event);
+            let bytes = encode_event(&event);
+            assert_eq!(decode_event(&bytes).unwrap(), event);
+            assert_eq!(event_key(&bytes).unwrap(), event.key());
         }
         assert!(decode_event(&[PUT, 1, 0]).is_err());
+        assert!(
+            event_key(&[PUT, 9, 0, 0, 0, b'/']).is_err(),
+            "a truncated key"
+        );
+        assert!(event_key(&[7]).is_err(), "an unknown entry type");
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use redb::{Database, ReadTransaction, ReadableDatabase};
 
-use super::codec::{decode_event, decode_record};
+use super::codec::{decode_event, decode_record, event_key};
 use super::{KV, LOG, META, META_COMPACTED, META_REVISION};
 use crate::storage::continue_token::key_after;
 use crate::storage::{
@@ -62,23 +62,32 @@ pub(super) fn list(
         });
     }
 
-    // The value at `at` of every key changed since: the `prev` of its first later change.
-    let mut rolled_back: BTreeMap<String, Option<KeyValue>> = BTreeMap::new();
+    // The keys changed since `at` (from `start` on), each with the revision of its first
+    // later change, whose `prev` is the key's value at `at`. Keys only, read without
+    // decoding the entries: the page decodes the values it answers with. (Holding every
+    // changed key's old value here made a page of a list read during a rollout hold the
+    // old value of every Install changed since the list began: 70 MiB at 10,000.)
+    let log = txn.open_table(LOG).map_err(backend)?;
+    let mut rolled_back: BTreeMap<String, Revision> = BTreeMap::new();
     if at < current {
-        let log = txn.open_table(LOG).map_err(backend)?;
         for entry in log.range(at + 1..=current).map_err(backend)? {
-            let (_, value) = entry.map_err(backend)?;
-            let event = decode_event(value.value())?;
-            let key = event.key().to_owned();
-            if key.starts_with(prefix) && key >= start {
-                let before = match event {
-                    WatchEvent::Put { prev, .. } => prev,
-                    WatchEvent::Delete { prev, .. } => Some(prev),
-                };
-                rolled_back.entry(key).or_insert(before);
+            let (revision, value) = entry.map_err(backend)?;
+            let key = event_key(value.value())?;
+            if key.starts_with(prefix) && key >= start.as_str() && !rolled_back.contains_key(key) {
+                rolled_back.insert(key.to_owned(), revision.value());
             }
         }
     }
+    let value_at = |changed: Revision| -> Result<Option<KeyValue>, StoreError> {
+        let entry = log
+            .get(changed)
+            .map_err(backend)?
+            .ok_or_else(|| StoreError::backend("embedded store is corrupt: a log entry is gone"))?;
+        Ok(match decode_event(entry.value())? {
+            WatchEvent::Put { prev, .. } => prev,
+            WatchEvent::Delete { prev, .. } => Some(prev),
+        })
+    };
 
     let limit = options.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
     let kv = txn.open_table(KV).map_err(backend)?;
@@ -99,13 +108,13 @@ pub(super) fn list(
                 if o == l {
                     live.next();
                 }
-                old.next().expect("peeked").1
+                value_at(old.next().expect("peeked").1)?
             }
             (Some(l), _) => {
                 let (_, v) = live.next().expect("peeked").map_err(backend)?;
                 Some(decode_record(&l, v.value())?)
             }
-            (None, Some(_)) => old.next().expect("peeked").1,
+            (None, Some(_)) => value_at(old.next().expect("peeked").1)?,
         };
         if let Some(value) = value {
             if items.len() == limit {
@@ -150,9 +159,8 @@ pub(super) fn log_after(
     let mut events = Vec::new();
     for entry in log.range(after + 1..=until).map_err(backend)? {
         let (_, value) = entry.map_err(backend)?;
-        let event = decode_event(value.value())?;
-        if event.key().starts_with(prefix) {
-            events.push(event);
+        if event_key(value.value())?.starts_with(prefix) {
+            events.push(decode_event(value.value())?);
         }
     }
     Ok((events, until))
