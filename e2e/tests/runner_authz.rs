@@ -311,6 +311,56 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
         )
         .await;
     assert_eq!(listed.item_names(), ["plan-b"]);
+    // The same selections read from the store (a read at an exact revision, as every
+    // page after a list's first is): B's own plan only, A's still refused; the admin
+    // pages through both.
+    let revision = listed.json["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("a list's resourceVersion")
+        .to_owned();
+    let exact = |query: &str| {
+        format!("{API}/plans?{query}&resourceVersionMatch=Exact&resourceVersion={revision}&limit=1")
+    };
+    let from_store = cp
+        .raw(
+            b,
+            "GET",
+            &exact("labelSelector=outpost.dev%2Finstall%3Dglobex"),
+            &[],
+            "",
+        )
+        .await;
+    expect(&from_store, 200, "B lists its plans from the store");
+    assert_eq!(from_store.item_names(), ["plan-b"]);
+    expect(
+        &cp.raw(
+            b,
+            "GET",
+            &exact("labelSelector=outpost.dev%2Finstall%3Dacme"),
+            &[],
+            "",
+        )
+        .await,
+        403,
+        "B lists A's plans from the store",
+    );
+    let first = cp.raw(admin, "GET", &exact("watch=false"), &[], "").await;
+    expect(&first, 200, "the admin lists plans from the store");
+    assert_eq!(first.item_names(), ["plan-a"]);
+    let token = first.json["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token after the first of two plans");
+    let second = cp
+        .raw(
+            admin,
+            "GET",
+            &format!("{API}/plans?limit=1&continue={token}"),
+            &[],
+            "",
+        )
+        .await;
+    expect(&second, 200, "the admin's next page");
+    assert_eq!(second.item_names(), ["plan-b"]);
     let watched = cp
         .raw(
             b,

@@ -61,7 +61,11 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        scalar => write_scalar(scalar, out),
+        // A string, number, boolean or null as `Value`'s `Display` writes it; writing
+        // into a Vec cannot fail.
+        scalar => {
+            let _ = serde_json::to_writer(out, scalar);
+        }
     }
 }
 
@@ -75,12 +79,6 @@ fn write_members<'a>(members: impl Iterator<Item = (&'a String, &'a Value)>, out
         out.push(b':');
         write_canonical(item, out);
     }
-}
-
-/// A string, number, boolean or null as `Value`'s `Display` writes it.
-fn write_scalar(scalar: &Value, out: &mut Vec<u8>) {
-    // Writing a string, a number, a boolean or null into a Vec cannot fail.
-    let _ = serde_json::to_writer(out, scalar);
 }
 
 #[cfg(test)]

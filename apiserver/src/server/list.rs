@@ -1,7 +1,7 @@
 //! `GET` on a collection: paged, consistent lists with label and field selectors, as
 //! JSON lists or `meta.k8s.io/v1` Tables.
 
-use std::sync::Arc;
+use std::borrow::Borrow;
 use std::time::Duration;
 
 use axum::response::Response;
@@ -196,27 +196,27 @@ fn cached_list(call: &Call, snapshot: Snapshot, limit: usize) -> Result<Response
 /// A list's answer: its objects' JSON as it is, after the list's head, or a Table.
 fn list_response(
     call: &Call,
-    objects: &[Arc<CachedObject>],
+    objects: &[impl Borrow<CachedObject>],
     list_meta: serde_json::Value,
 ) -> Result<Response, ApiError> {
+    let objects = objects.iter().map(Borrow::borrow);
     let rt = &call.rt;
     if table::wants_table(call.accept()) {
         let include = table::IncludeObject::from_query(call.param("includeObject"))?;
         let items = objects
-            .iter()
-            .map(|o| o.value())
+            .map(CachedObject::value)
             .collect::<Result<Vec<_>, _>>()?;
         let table = table::table(rt, &items, list_meta, include, jiff::Timestamp::now());
         return Ok(json(StatusCode::OK, &table));
     }
     let head = json!({"apiVersion": rt.api_version(), "kind": rt.list_kind, "metadata": list_meta});
     let head = serde_json::to_vec(&head).expect("JSON encodes");
-    let size: usize = objects.iter().map(|o| o.json_len() + 1).sum();
+    let size: usize = objects.clone().map(|o| o.json_len() + 1).sum();
     let mut body = BytesMut::with_capacity(head.len() + size + 16);
     // `{"apiVersion":..,"kind":..,"metadata":{..}` then `,"items":[...]}`.
     body.put_slice(&head[..head.len() - 1]);
     body.put_slice(b",\"items\":[");
-    for (i, object) in objects.iter().enumerate() {
+    for (i, object) in objects.enumerate() {
         if i > 0 {
             body.put_u8(b',');
         }
@@ -287,7 +287,7 @@ async fn list_from_store(call: &Call, filter: &Filter, limit: usize) -> Result<R
             if !filter.matches(&object) {
                 continue;
             }
-            items.push(Arc::new(object));
+            items.push(object);
             if limit > 0 && items.len() == limit {
                 if i + 1 < count || page.continue_token.is_some() {
                     next = Some(ContinueToken::after(page.revision, &kv.key).encode());

@@ -65,8 +65,8 @@ pub(super) fn list(
     // The keys changed since `at` (from `start` on), each with the revision of its first
     // later change, whose `prev` is the key's value at `at`. Keys only, read without
     // decoding the entries: the page decodes the values it answers with. (Holding every
-    // changed key's old value here made a page of a list read during a rollout hold the
-    // old value of every Install changed since the list began: 70 MiB at 10,000.)
+    // changed key's old value made each page of a list read while its objects change
+    // hold all of them: +243 MiB for 10,000 keys of 5 KB, against +73 MiB now.)
     let log = txn.open_table(LOG).map_err(backend)?;
     let mut rolled_back: BTreeMap<String, Revision> = BTreeMap::new();
     if at < current {
