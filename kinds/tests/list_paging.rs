@@ -156,3 +156,44 @@ async fn embedded_selective_list_grows_its_pages() {
 async fn etcd_selective_list_grows_its_pages() {
     selective_list_grows_its_pages(TestStore::etcd().await, "etcd").await;
 }
+
+/// A list is sent as it is written, in chunks (kube-apiserver's streaming list encoding,
+/// KEP-5116), with its length announced before the first (hyper sends it as the
+/// `Content-Length`), from the cache and from the store alike; the chunks make the
+/// same list as a page-by-page read of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_is_sent_in_chunks_of_its_announced_length() {
+    let store = TestStore::embedded().await;
+    policies(&store, &[]).await;
+    let server = store.server().await;
+    let revision = store.store.current_revision().await.unwrap();
+    for path in [
+        POLICIES.to_owned(),
+        format!("{POLICIES}?resourceVersion=0"),
+        format!("{POLICIES}?resourceVersion={revision}&resourceVersionMatch=Exact"),
+    ] {
+        let request = http::Request::get(&path)
+            .header("authorization", format!("Bearer {ADMIN}"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = server_support::send(&server, request).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let mut body = response.into_body();
+        let announced = http_body::Body::size_hint(&body)
+            .exact()
+            .expect("a list's length is known before it is sent");
+        let mut sent = Vec::new();
+        let mut chunks = 0;
+        while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+            sent.extend_from_slice(&frame.unwrap().into_data().unwrap());
+            chunks += 1;
+        }
+        assert_eq!(sent.len() as u64, announced, "{path}");
+        assert!(chunks > 1, "{path}: {} bytes in one chunk", sent.len());
+        let list: Value = serde_json::from_slice(&sent).expect("JSON");
+        let expected: Vec<String> = (0..OBJECTS).map(|i| format!("p-{i:05}")).collect();
+        assert_eq!(names(&list), expected, "{path}");
+        assert_eq!(list["kind"], "PolicyList", "{path}");
+        assert_eq!(list["metadata"]["resourceVersion"], revision.to_string());
+    }
+}

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::response::Response;
-use http_body_util::BodyExt as _;
 
 use crate::status::ApiError;
 
@@ -182,13 +181,34 @@ impl Inflight {
 
 /// `response` holding `slot` until its body is dropped.
 pub fn hold(response: Response, slot: Slot) -> Response {
-    response.map(|body| {
-        Body::new(body.map_frame(move |frame| {
-            // The closure owns the slot: it lives exactly as long as the body.
-            let _held = &slot;
-            frame
-        }))
-    })
+    response.map(|body| Body::new(Held { body, _slot: slot }))
+}
+
+/// A body and the slot it holds. Its length stays known (a `map_frame` wrapper hid it,
+/// so every answer went out chunked instead of with a `Content-Length`).
+struct Held {
+    body: Body,
+    _slot: Slot,
+}
+
+impl http_body::Body for Held {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[cfg(test)]

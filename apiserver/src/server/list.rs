@@ -4,13 +4,14 @@
 use std::borrow::Borrow;
 use std::time::Duration;
 
-use axum::response::Response;
-use bytes::{BufMut as _, BytesMut};
-use http::StatusCode;
+use axum::body::Body;
+use axum::response::{IntoResponse as _, Response};
+use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 
-use super::body::{json, json_bytes};
+use super::body::json;
 use super::dispatch::Call;
+use super::list_body::ListBody;
 use crate::auth::Access;
 use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, Operator, Selectable};
@@ -190,40 +191,38 @@ fn cached_list(call: &Call, snapshot: Snapshot, limit: usize) -> Result<Response
         let last = &objects[limit - 1].key;
         list_meta["continue"] = json!(ContinueToken::after(revision, last).encode());
     }
-    list_response(call, &objects, list_meta)
+    list_response(call, objects, list_meta)
 }
 
-/// A list's answer: its objects' JSON as it is, after the list's head, or a Table.
-fn list_response(
+/// A list's answer: its objects' JSON as it is, after the list's head, written as it
+/// is sent ([`ListBody`]), or a Table.
+fn list_response<T: Borrow<CachedObject> + Send + Unpin + 'static>(
     call: &Call,
-    objects: &[impl Borrow<CachedObject>],
+    objects: Vec<T>,
     list_meta: serde_json::Value,
 ) -> Result<Response, ApiError> {
-    let objects = objects.iter().map(Borrow::borrow);
     let rt = &call.rt;
     if table::wants_table(call.accept()) {
         let include = table::IncludeObject::from_query(call.param("includeObject"))?;
         let items = objects
-            .map(CachedObject::value)
+            .iter()
+            .map(|o| o.borrow().value())
             .collect::<Result<Vec<_>, _>>()?;
         let table = table::table(rt, &items, list_meta, include, jiff::Timestamp::now());
         return Ok(json(StatusCode::OK, &table));
     }
     let head = json!({"apiVersion": rt.api_version(), "kind": rt.list_kind, "metadata": list_meta});
     let head = serde_json::to_vec(&head).expect("JSON encodes");
-    let size: usize = objects.clone().map(|o| o.json_len() + 1).sum();
-    let mut body = BytesMut::with_capacity(head.len() + size + 16);
-    // `{"apiVersion":..,"kind":..,"metadata":{..}` then `,"items":[...]}`.
-    body.put_slice(&head[..head.len() - 1]);
-    body.put_slice(b",\"items\":[");
-    for (i, object) in objects.enumerate() {
-        if i > 0 {
-            body.put_u8(b',');
-        }
-        body.put_slice(&object.json());
-    }
-    body.put_slice(b"]}");
-    Ok(json_bytes(StatusCode::OK, body.freeze()))
+    let body = ListBody::new(&head, objects);
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        Body::new(body),
+    )
+        .into_response())
 }
 
 /// The largest page a selective list grows to, as kube-apiserver's etcd3 store
@@ -309,7 +308,7 @@ async fn list_from_store(call: &Call, filter: &Filter, limit: usize) -> Result<R
     if let Some(next) = next {
         list_meta["continue"] = json!(next);
     }
-    list_response(call, &items, list_meta)
+    list_response(call, items, list_meta)
 }
 
 /// 410 for a compacted continue token, with a fresh token from the same key.

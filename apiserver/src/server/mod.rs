@@ -15,6 +15,7 @@ mod extension;
 mod fence;
 mod inflight;
 mod list;
+mod list_body;
 mod metrics;
 mod objects;
 mod subresource;
