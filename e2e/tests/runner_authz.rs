@@ -361,6 +361,61 @@ async fn runner_tokens_reach_only_their_install(backend: Backend) {
         .await;
     expect(&second, 200, "the admin's next page");
     assert_eq!(second.item_names(), ["plan-b"]);
+    // A consistent list's next pages are read from what the cache kept at its revision
+    // (every Plan of the namespace, not only those the first page's reader could see):
+    // each page applies its own reader's access and selectors, whoever made the token.
+    let first = cp
+        .raw(admin, "GET", &format!("{API}/plans?limit=1"), &[], "")
+        .await;
+    expect(&first, 200, "the admin's consistent list");
+    assert_eq!(first.item_names(), ["plan-a"]);
+    let token = first.json["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token after the first of two plans")
+        .to_owned();
+    let a = Some(token_a.as_str());
+    let by_b = "labelSelector=outpost.dev%2Finstall%3Dglobex";
+    let by_a = "labelSelector=outpost.dev%2Finstall%3Dacme";
+    for (who, query, status, names, what) in [
+        (admin, "", 200, vec!["plan-b"], "the admin's next page"),
+        (viewer, "", 200, vec!["plan-b"], "a viewer continues"),
+        (
+            b,
+            by_b,
+            200,
+            vec!["plan-b"],
+            "B continues with its own selection",
+        ),
+        (a, by_a, 200, vec![], "A continues with its own selection"),
+        (b, by_a, 403, vec![], "B continues with A's selection"),
+        (b, "", 403, vec![], "B continues with no selection"),
+        (None, "", 401, vec![], "no token continues"),
+        (
+            Some("opr_default_globex_forged"),
+            by_b,
+            401,
+            vec![],
+            "a forged token",
+        ),
+    ] {
+        let page = cp
+            .raw(
+                who,
+                "GET",
+                &format!("{API}/plans?limit=1&continue={token}&{query}"),
+                &[],
+                "",
+            )
+            .await;
+        expect(&page, status, what);
+        if status == 200 {
+            assert_eq!(page.item_names(), names, "{what}");
+            assert_eq!(
+                page.json["metadata"]["resourceVersion"], first.json["metadata"]["resourceVersion"],
+                "{what}: read at the first page's revision"
+            );
+        }
+    }
     let watched = cp
         .raw(
             b,

@@ -197,3 +197,116 @@ async fn a_list_is_sent_in_chunks_of_its_announced_length() {
         assert_eq!(list["metadata"]["resourceVersion"], revision.to_string());
     }
 }
+
+const POLICY_KEYS: &str = "/registry/outpost.dev/policies/default/";
+
+/// Every page of a paged list through `first`'s continue tokens: the names, and the
+/// revision each page was read at.
+async fn rest_of(server: &ApiServer, first: &Value) -> (Vec<String>, Vec<String>) {
+    let mut names = Vec::new();
+    let mut revisions = Vec::new();
+    let mut page = first.clone();
+    while let Some(token) = page["metadata"]["continue"].as_str() {
+        page = get_json(server, &format!("{POLICIES}?limit=300&continue={token}")).await;
+        names.extend(owned_names(&page));
+        revisions.push(
+            page["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    (names, revisions)
+}
+
+fn owned_names(list: &Value) -> Vec<String> {
+    names(list).into_iter().map(str::to_owned).collect()
+}
+
+/// A consistent list's continue pages are read from the objects the cache kept at its
+/// first page's revision, not from the store: the list as it was then though the store
+/// changed since (a policy deleted, one created, one updated). Once the cache no longer
+/// keeps them (more lists than it keeps snapshots of), from the store: the same answer.
+async fn continue_pages_come_from_the_caches_snapshot(store: TestStore, backend: &str) {
+    use outpost_apiserver::watch_cache::snapshots::KEPT;
+    policies(&store, &[]).await;
+    let server = store.server().await;
+    let first = get_json(&server, &format!("{POLICIES}?limit=300")).await;
+    let revision = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(names(&first).len(), 300);
+
+    // After the snapshot: p-01500 deleted, p-99999 created, p-00700 updated.
+    store
+        .store
+        .delete(&format!("{POLICY_KEYS}p-01500"), None)
+        .await
+        .unwrap();
+    let mut created = json!({
+        "apiVersion": "outpost.dev/v1alpha1", "kind": "Policy",
+        "metadata": {"name": "p-99999", "namespace": "default"},
+        "spec": {"inputs": ["terraform"], "module": "package outpost.p\n"},
+    });
+    store.put("policies", &created).await;
+    let key = format!("{POLICY_KEYS}p-00700");
+    let old = store.store.get(&key).await.unwrap().unwrap();
+    created["metadata"]["name"] = json!("p-00700");
+    created["metadata"]["labels"] = json!({"n": "changed"});
+    store
+        .store
+        .update(
+            &key,
+            serde_json::to_vec(&created).unwrap().into(),
+            old.mod_revision,
+        )
+        .await
+        .unwrap();
+
+    let expected: Vec<String> = (300..OBJECTS).map(|i| format!("p-{i:05}")).collect();
+    let before = store_lists(&server).await;
+    let (rest, revisions) = rest_of(&server, &first).await;
+    assert_eq!(
+        store_lists(&server).await - before,
+        0,
+        "{backend}: pages from the cache"
+    );
+    assert_eq!(
+        rest, expected,
+        "{backend}: the list as it was at {revision}"
+    );
+    assert!(revisions.iter().all(|r| *r == revision), "{revisions:?}");
+
+    // `KEPT` newer lists (at newer revisions: a write before each) push the first one's
+    // snapshot out: its next pages are read from the store, with the same answer.
+    for i in 0..KEPT {
+        let mut another = created.clone();
+        another["metadata"] = json!({"name": format!("q-{i}"), "namespace": "default"});
+        store.put("policies", &another).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let newer = get_json(&server, &format!("{POLICIES}?limit=300")).await;
+        assert_ne!(newer["metadata"]["resourceVersion"], revision.as_str());
+    }
+    let before = store_lists(&server).await;
+    let (rest, revisions) = rest_of(&server, &first).await;
+    assert!(
+        store_lists(&server).await - before > 0,
+        "{backend}: pages from the store"
+    );
+    assert_eq!(
+        rest, expected,
+        "{backend}: the list as it was at {revision}, from the store"
+    );
+    assert!(revisions.iter().all(|r| *r == revision), "{revisions:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_continue_pages_come_from_the_caches_snapshot() {
+    continue_pages_come_from_the_caches_snapshot(TestStore::embedded().await, "embedded").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_continue_pages_come_from_the_caches_snapshot() {
+    continue_pages_come_from_the_caches_snapshot(TestStore::etcd().await, "etcd").await;
+}

@@ -128,10 +128,11 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
             .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
         None => 0,
     };
-    if call.param("continue").is_none()
-        && read_revision(call)?.is_none()
-        && let Some(snapshot) = from_cache(call, &filter).await?
-    {
+    if let Some(token) = call.param("continue") {
+        if let Some(page) = from_snapshot(call, &filter, token, limit)? {
+            return Ok(page);
+        }
+    } else if read_revision(call)?.is_none() {
         // As kube-apiserver's cache does, `resourceVersion=0` answers with every
         // object at once: there is no snapshot in the store to page through.
         let limit = if call.param("resourceVersion") == Some("0") {
@@ -139,16 +140,64 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
         } else {
             limit
         };
-        return cached_list(call, snapshot, limit);
+        if let Some(snapshot) = from_cache(call, &filter, limit).await? {
+            return cached_list(call, snapshot, limit);
+        }
     }
     list_from_store(call, &filter, limit).await
+}
+
+/// A continue page from the objects the watch cache kept at the list's revision
+/// ([`crate::watch_cache::WatchCache::list_paged`]): those after the token's key that
+/// pass this request's own filter (selectors and access), as a page read from the store
+/// would be. `None` when the cache no longer keeps them, or the token is not one this
+/// list made (the store read answers it, or refuses it).
+fn from_snapshot(
+    call: &Call,
+    filter: &Filter,
+    token: &str,
+    limit: usize,
+) -> Result<Option<Response>, ApiError> {
+    let Ok(token) = ContinueToken::decode(token, &call.rt.key_prefix(call.namespace())) else {
+        return Ok(None);
+    };
+    let cache = call.state.cache(&call.rt)?;
+    let Some(objects) = cache.snapshot_at(call.namespace(), token.revision) else {
+        return Ok(None);
+    };
+    let start = objects.partition_point(|o| o.key < token.start);
+    let rest = &objects[start..];
+    let mut items = Vec::new();
+    let mut next = None;
+    for (i, object) in rest.iter().enumerate() {
+        if !filter.matches(object.as_ref()) {
+            continue;
+        }
+        items.push(object.clone());
+        if limit > 0 && items.len() == limit {
+            if i + 1 < rest.len() {
+                next = Some(ContinueToken::after(token.revision, &object.key).encode());
+            }
+            break;
+        }
+    }
+    let mut list_meta = json!({"resourceVersion": token.revision.to_string()});
+    if let Some(next) = next {
+        list_meta["continue"] = json!(next);
+    }
+    list_response(call, items, list_meta).map(Some)
 }
 
 /// The list from the watch cache, once it has every change up to the revision the
 /// request asks for: the store's current one when `resourceVersion` is unset (a
 /// consistent read, as kube-apiserver serves from its cache), any with `0`, at least
-/// `N` with `N`. `None` when the cache did not catch up in time.
-async fn from_cache(call: &Call, filter: &Filter) -> Result<Option<Snapshot>, ApiError> {
+/// `N` with `N`. `None` when the cache did not catch up in time. A list that exceeds
+/// `limit` leaves its snapshot in the cache for its continue pages.
+async fn from_cache(
+    call: &Call,
+    filter: &Filter,
+    limit: usize,
+) -> Result<Option<Snapshot>, ApiError> {
     let cache = call.state.cache(&call.rt)?;
     let wanted = match call.param("resourceVersion") {
         Some("0") => None,
@@ -170,16 +219,18 @@ async fn from_cache(call: &Call, filter: &Filter) -> Result<Option<Snapshot>, Ap
         );
         return Ok(None);
     }
-    Ok(Some(cache.list(
+    Ok(Some(cache.list_paged(
         call.namespace(),
         filter.index_key(),
         |object| filter.matches(object),
+        limit,
     )))
 }
 
 /// Answers a list from a cache snapshot: its objects' JSON as it is, or a Table.
-/// A `limit` it exceeds gives a continue token at the snapshot's revision, read from
-/// the store.
+/// A `limit` it exceeds gives a continue token at the snapshot's revision: its pages
+/// are read from what the cache kept at that revision ([`from_snapshot`]), or from the
+/// store once the cache no longer keeps it.
 fn cached_list(call: &Call, snapshot: Snapshot, limit: usize) -> Result<Response, ApiError> {
     let Snapshot {
         mut objects,

@@ -15,6 +15,7 @@ pub mod feed;
 mod object;
 mod own_writes;
 mod served;
+pub mod snapshots;
 mod watchers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -213,6 +214,8 @@ pub struct WatchCache {
     dictionary: Mutex<Dictionary>,
     /// What this server wrote that the cache may not have yet.
     own_writes: own_writes::OwnWrites,
+    /// The objects of lists that did not fit their `limit`, for their continue pages.
+    snapshots: snapshots::Snapshots,
 }
 
 /// The dictionary a type's compressed objects ([`crate::registry::Compressed`]) are
@@ -270,6 +273,7 @@ impl WatchCache {
             objects_read: AtomicU64::new(0),
             dictionary: Mutex::default(),
             own_writes: own_writes::OwnWrites::default(),
+            snapshots: snapshots::Snapshots::default(),
         })
     }
 
@@ -456,6 +460,45 @@ impl WatchCache {
             objects: self.select(&state, namespace, index, keep),
             revision: self.snapshot_revision(&state),
         }
+    }
+
+    /// As [`WatchCache::list`], for a list answered `limit` objects a page (0: all at
+    /// once). When more than `limit` pass, every object under the namespace's prefix at
+    /// the same revision is kept for the list's continue pages
+    /// ([`WatchCache::snapshot_at`]).
+    pub fn list_paged(
+        &self,
+        namespace: Option<&str>,
+        index: Option<&str>,
+        keep: impl Fn(&CachedObject) -> bool,
+        limit: usize,
+    ) -> Snapshot {
+        let state = self.state.read().expect("watch cache lock");
+        let objects = self.select(&state, namespace, index, keep);
+        let revision = self.snapshot_revision(&state);
+        if limit > 0 && objects.len() > limit {
+            let all = self.select(&state, namespace, None, |_| true);
+            self.snapshots
+                .keep(self.rt.key_prefix(namespace), revision, all.into());
+        }
+        Snapshot { objects, revision }
+    }
+
+    /// Every object in `namespace` (every namespace when `None`) at `revision`, in key
+    /// order, if a list at that revision kept them ([`WatchCache::list_paged`]) and they
+    /// are still kept ([`snapshots::KEPT`], [`snapshots::KEPT_FOR`]).
+    pub fn snapshot_at(
+        &self,
+        namespace: Option<&str>,
+        revision: Revision,
+    ) -> Option<snapshots::Objects> {
+        self.snapshots
+            .find(&self.rt.key_prefix(namespace), revision)
+    }
+
+    /// How many list snapshots are kept, and how many objects they point to.
+    pub fn snapshot_counts(&self) -> (usize, usize) {
+        self.snapshots.counts()
     }
 
     fn select(
