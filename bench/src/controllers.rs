@@ -143,6 +143,9 @@ impl Store for CountingStore {
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         self.inner.compact(revision).await
     }
+    async fn holds_revision(&self, revision: Revision) -> Result<bool, StoreError> {
+        self.inner.holds_revision(revision).await
+    }
 }
 
 /// One phase's figures.

@@ -98,6 +98,9 @@ impl Store for HeldFeed {
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         self.inner.compact(revision).await
     }
+    async fn holds_revision(&self, revision: Revision) -> Result<bool, StoreError> {
+        self.inner.holds_revision(revision).await
+    }
 }
 
 /// The server over `feed`, once its watch cache has every object written so far (a

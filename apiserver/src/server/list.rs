@@ -129,7 +129,7 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
         None => 0,
     };
     if let Some(token) = call.param("continue") {
-        if let Some(page) = from_snapshot(call, &filter, token, limit)? {
+        if let Some(page) = from_snapshot(call, &filter, token, limit).await? {
             return Ok(page);
         }
     } else if read_revision(call)?.is_none() {
@@ -150,9 +150,11 @@ pub async fn list(call: &Call) -> Result<Response, ApiError> {
 /// A continue page from the objects the watch cache kept at the list's revision
 /// ([`crate::watch_cache::WatchCache::list_paged`]): those after the token's key that
 /// pass this request's own filter (selectors and access), as a page read from the store
-/// would be. `None` when the cache no longer keeps them, or the token is not one this
-/// list made (the store read answers it, or refuses it).
-fn from_snapshot(
+/// would be. `None` when the cache no longer keeps them, when the store compacted that
+/// revision (its read answers 410 with a fresh token, as kube-apiserver's cache drops
+/// snapshots the store compacted), or the token is not one this list made (the store
+/// read answers it, or refuses it).
+async fn from_snapshot(
     call: &Call,
     filter: &Filter,
     token: &str,
@@ -165,6 +167,15 @@ fn from_snapshot(
     let Some(objects) = cache.snapshot_at(call.namespace(), token.revision) else {
         return Ok(None);
     };
+    let held = call
+        .state
+        .store
+        .holds_revision(token.revision)
+        .await
+        .map_err(|e| ApiError::from_store(e, Subject::of(&call.rt, "")))?;
+    if !held {
+        return Ok(None);
+    }
     let start = objects.partition_point(|o| o.key < token.start);
     let rest = &objects[start..];
     let mut items = Vec::new();

@@ -534,6 +534,27 @@ impl Store for EtcdStore {
         Ok(header_revision(response.header()))
     }
 
+    async fn holds_revision(&self, revision: Revision) -> Result<bool, StoreError> {
+        // A count at `revision` of a key that never exists: etcd refuses it once the
+        // revision is compacted, and reads nothing otherwise.
+        let counted = failover(|| {
+            let mut kv = self.kv.clone();
+            async move {
+                kv.get(
+                    "\0",
+                    Some(GetOptions::new().with_revision(revision).with_count_only()),
+                )
+                .await
+            }
+        })
+        .await;
+        match counted.map_err(|e| map_err(e, revision)) {
+            Ok(_) => Ok(true),
+            Err(StoreError::Expired { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         let compacted = failover(|| {
             let mut kv = self.kv.clone();

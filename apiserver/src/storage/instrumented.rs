@@ -91,4 +91,13 @@ impl Store for InstrumentedStore {
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         timed!(self, "compact", "", self.inner.compact(revision))
     }
+
+    async fn holds_revision(&self, revision: Revision) -> Result<bool, StoreError> {
+        timed!(
+            self,
+            "holds_revision",
+            "",
+            self.inner.holds_revision(revision)
+        )
+    }
 }

@@ -173,4 +173,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Forgets history older than `revision`: reads and watches before it become `Expired`.
     async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
+
+    /// Whether a read at `revision` is still possible (not compacted away), found
+    /// without reading anything at it.
+    async fn holds_revision(&self, revision: Revision) -> Result<bool, StoreError>;
 }

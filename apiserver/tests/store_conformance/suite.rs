@@ -493,11 +493,21 @@ pub async fn compacted_revisions_are_expired(b: &Backend) {
             .unwrap();
     }
     let compact_to = b.store.current_revision().await.unwrap() - 1;
+    assert!(
+        b.store.holds_revision(old).await.unwrap(),
+        "not compacted yet"
+    );
     b.store.compact(compact_to).await.unwrap();
     b.store
         .compact(compact_to)
         .await
         .expect("compacting again is harmless");
+    // As reads at those revisions answer below.
+    assert!(!b.store.holds_revision(old).await.unwrap(), "compacted");
+    assert!(!b.store.holds_revision(compact_to - 1).await.unwrap());
+    assert!(b.store.holds_revision(compact_to).await.unwrap());
+    let now = b.store.current_revision().await.unwrap();
+    assert!(b.store.holds_revision(now).await.unwrap());
 
     let err = b
         .store

@@ -273,6 +273,11 @@ impl Store for EmbeddedStore {
         Ok(self.shared.revision.load(Ordering::SeqCst))
     }
 
+    async fn holds_revision(&self, revision: Revision) -> Result<bool, StoreError> {
+        // As a read at `revision` decides (`read::list`).
+        Ok(revision >= self.compacted_revision())
+    }
+
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         self.write(WriteOp::Compact { revision }).await.map(|_| ())
     }
