@@ -108,7 +108,23 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         .env("KUBECONFIG", &fleet.kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let trigger = trigger.spawn().unwrap();
+    let mut trigger = trigger.spawn().unwrap();
+    // Its standard error, line by line as it comes: the approval below waits until the
+    // trigger has shown the Plan waiting (it polls every 300 ms; approved sooner, it
+    // would never see that phase).
+    let (lines, seen) = std::sync::mpsc::channel::<String>();
+    let trigger_stderr = trigger.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(trigger_stderr).lines() {
+            let line = line.unwrap();
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
+    });
     let manual = eventually(30, "the manual trigger to be gated", async || {
         let listed = plans
             .list(&ListParams::default().labels("outpost.dev/install=acme"))
@@ -138,6 +154,23 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         Some(PlanPhase::AwaitingApproval),
         "the viewer changed nothing"
     );
+    let shown = tokio::task::spawn_blocking({
+        let manual = manual.clone();
+        move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while let Ok(line) =
+                seen.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            {
+                if line.starts_with(&format!("plan {manual}: AwaitingApproval")) {
+                    return true;
+                }
+            }
+            false
+        }
+    })
+    .await
+    .unwrap();
+    assert!(shown, "the trigger showed {manual} awaiting approval");
     let approved = fleet.ok(&["approve", &manual]);
     assert!(
         approved.stderr.contains(&format!(
@@ -151,7 +184,7 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         .await
         .unwrap()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&waited.stderr);
+    let stderr = reader.join().unwrap();
     assert!(waited.status.success(), "{stderr}");
     assert_eq!(
         String::from_utf8_lossy(&waited.stdout).trim(),
