@@ -160,7 +160,7 @@ async fn etcd_selective_list_grows_its_pages() {
 /// A list is sent as it is written, in chunks (kube-apiserver's streaming list encoding,
 /// KEP-5116), with its length announced before the first (hyper sends it as the
 /// `Content-Length`), from the cache and from the store alike; the chunks make the
-/// same list as a page-by-page read of it.
+/// whole list.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_is_sent_in_chunks_of_its_announced_length() {
     let store = TestStore::embedded().await;

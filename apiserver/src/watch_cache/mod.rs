@@ -496,11 +496,6 @@ impl WatchCache {
             .find(&self.rt.key_prefix(namespace), revision)
     }
 
-    /// How many list snapshots are kept, and how many objects they point to.
-    pub fn snapshot_counts(&self) -> (usize, usize) {
-        self.snapshots.counts()
-    }
-
     fn select(
         &self,
         state: &State,

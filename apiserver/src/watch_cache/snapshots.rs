@@ -82,7 +82,8 @@ impl Snapshots {
     }
 
     /// How many are kept, and how many objects they point to.
-    pub(super) fn counts(&self) -> (usize, usize) {
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize) {
         let held = self.held.lock().expect("snapshots lock");
         (held.len(), held.iter().map(|h| h.objects.len()).sum())
     }
