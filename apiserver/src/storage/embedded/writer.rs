@@ -26,6 +26,12 @@ const GATHER: std::time::Duration = std::time::Duration::from_micros(300);
 /// store reopened with a shorter history).
 const COMPACTED_PER_WRITE: Revision = 2;
 
+/// A batch that takes longer than this from its transaction's start to durable is logged
+/// with where its time went, as etcd warns of an apply that "took too long" (its
+/// default is 100 ms too): a request's tail latency is then told from the disk (the
+/// commit, which fsyncs) or from the batch's own work.
+const SLOW_BATCH: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// One mutation.
 pub(super) enum WriteOp {
     Create {
@@ -85,6 +91,18 @@ pub(super) fn run(
         let ops: Vec<&WriteOp> = batch.iter().map(|r| &r.op).collect();
         match apply(&shared, &ops, history) {
             Ok(applied) => {
+                if let Some(took) = applied.timing.slow(SLOW_BATCH) {
+                    tracing::warn!(
+                        took_ms = millis(took),
+                        writes_ms = millis(applied.timing.writes),
+                        compaction_ms = millis(applied.timing.compaction),
+                        commit_ms = millis(applied.timing.commit),
+                        requests = batch.len(),
+                        compacted = applied.timing.compacted,
+                        "embedded store: a batch took longer than {} ms to be durable",
+                        SLOW_BATCH.as_millis(),
+                    );
+                }
                 shared.revision.store(applied.revision, Ordering::SeqCst);
                 shared.compacted.store(applied.compacted, Ordering::SeqCst);
                 if !applied.events.is_empty() {
@@ -113,6 +131,32 @@ struct Applied {
     events: Vec<WatchEvent>,
     revision: Revision,
     compacted: Revision,
+    timing: Timing,
+}
+
+/// Where a batch's time went.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Timing {
+    /// Applying its requests to the tables (reads, checks, inserts, log entries).
+    writes: std::time::Duration,
+    /// Removing history past the store's length.
+    compaction: std::time::Duration,
+    /// redb's commit: writing the changed pages and fsyncing them.
+    commit: std::time::Duration,
+    /// Revisions of history the batch removed.
+    compacted: Revision,
+}
+
+impl Timing {
+    /// The batch's whole time, if it is longer than `limit`.
+    fn slow(&self, limit: std::time::Duration) -> Option<std::time::Duration> {
+        let took = self.writes + self.compaction + self.commit;
+        (took > limit).then_some(took)
+    }
+}
+
+fn millis(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e4).round() / 10.0
 }
 
 /// Applies `ops` in order in one durable transaction, and removes the oldest history
@@ -123,8 +167,9 @@ struct Applied {
 /// 60 µs each at fleet scale), so removing many at once (12,500, a quarter of the default
 /// history, as before) held the batches behind it for hundreds of milliseconds.
 fn apply(shared: &Shared, ops: &[&WriteOp], history: Revision) -> Result<Applied, redb::Error> {
+    let started = std::time::Instant::now();
     let txn = shared.db.begin_write()?;
-    let applied = {
+    let mut applied = {
         let mut kv = txn.open_table(KV)?;
         let mut log = txn.open_table(LOG)?;
         let mut meta = txn.open_table(META)?;
@@ -151,6 +196,8 @@ fn apply(shared: &Shared, ops: &[&WriteOp], history: Revision) -> Result<Applied
             };
             outcomes.push(outcome);
         }
+        let written = std::time::Instant::now();
+        let before = compacted;
         let target = (revision - history).min(compacted + COMPACTED_PER_WRITE * (revision - first));
         if target > compacted {
             // Below the current revision, so the store's own refusal cannot happen.
@@ -163,9 +210,17 @@ fn apply(shared: &Shared, ops: &[&WriteOp], history: Revision) -> Result<Applied
             events,
             revision,
             compacted,
+            timing: Timing {
+                writes: written - started,
+                compaction: written.elapsed(),
+                commit: std::time::Duration::ZERO,
+                compacted: compacted - before,
+            },
         }
     };
+    let committing = std::time::Instant::now();
     txn.commit()?;
+    applied.timing.commit = committing.elapsed();
     Ok(applied)
 }
 
@@ -288,5 +343,54 @@ fn mutate(
             )))
         }
         WriteOp::Compact { .. } => unreachable!("handled by the caller"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicI64;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn create(key: &str) -> WriteOp {
+        WriteOp::Create {
+            key: key.to_owned(),
+            value: Bytes::from_static(b"{}"),
+        }
+    }
+
+    /// A batch says where its time went and how much history it removed, which the
+    /// slow-batch warning reports.
+    #[test]
+    fn a_batch_is_timed_by_part_and_counts_what_it_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Shared {
+            db: redb::Database::create(dir.path().join("store.redb")).unwrap(),
+            revision: AtomicI64::new(1),
+            compacted: AtomicI64::new(0),
+        };
+        let ops: Vec<WriteOp> = (0..10).map(|i| create(&format!("/k/{i}"))).collect();
+        let refs: Vec<&WriteOp> = ops.iter().collect();
+        // History of 4: revisions 2 to 11 written, everything up to 7 removed (the
+        // per-write allowance, 20, is more than the backlog).
+        let applied = apply(&shared, &refs, 4).unwrap();
+        assert_eq!((applied.revision, applied.compacted), (11, 7));
+        assert_eq!(applied.timing.compacted, 7);
+        assert!(
+            applied.timing.commit > Duration::ZERO,
+            "{:?}",
+            applied.timing
+        );
+
+        let whole = applied.timing.writes + applied.timing.compaction + applied.timing.commit;
+        assert_eq!(applied.timing.slow(Duration::ZERO), Some(whole));
+        assert_eq!(applied.timing.slow(Duration::from_secs(3600)), None);
+
+        // Nothing to remove: the next batch compacts only what its own writes allow.
+        let more = [create("/k/a")];
+        let refs: Vec<&WriteOp> = more.iter().collect();
+        let applied = apply(&shared, &refs, 4).unwrap();
+        assert_eq!((applied.revision, applied.timing.compacted), (12, 1));
     }
 }
