@@ -199,6 +199,191 @@ impl fmt::Display for FleetReport {
                 b.applied_twice, b.claims_lost, b.runner_errors
             )?;
         }
+        if self.backends.len() > 1 {
+            self.side_by_side(f)?;
+        }
         Ok(())
+    }
+}
+
+impl FleetReport {
+    /// Every goal's figure on each store, in one table: value (ratio to the goal).
+    fn side_by_side(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const LABEL: usize = 48;
+        const COLUMN: usize = 18;
+        writeln!(f, "\nside by side: value (ratio to the goal)")?;
+        write!(f, "  {:<LABEL$}", "figure (goal)")?;
+        for b in &self.backends {
+            write!(f, "{:>COLUMN$}", b.backend.name())?;
+        }
+        writeln!(f)?;
+        let rows = self.backends.iter().map(figures).collect::<Vec<_>>();
+        for (i, (label, _)) in rows[0].iter().enumerate() {
+            write!(f, "  {label:<LABEL$}")?;
+            for figures in &rows {
+                write!(f, "{:>COLUMN$}", figures[i].1)?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// One store's figure per goal, labelled with the goal: `(label, "value (ratio)")`.
+fn figures(b: &BackendReport) -> Vec<(String, String)> {
+    let r = &b.rollout;
+    let plans = r.plans.max(1) as f64;
+    let per_plan = |d: Duration| d.as_secs_f64() * 1e3 / plans;
+    let cpu = per_plan(r.cpu.apiserver + r.cpu.controllers + r.cpu.runners);
+    let writes = r.total_writes() as f64 / plans;
+    let p99 = quantile(&b.dispatch, 0.99);
+    let seconds = |d: Duration, goal: Duration| {
+        format!(
+            "{:.1} s ({:.2})",
+            d.as_secs_f64(),
+            d.as_secs_f64() / goal.as_secs_f64()
+        )
+    };
+    let memory = |bytes: u64, goal: u64| {
+        format!("{:.0} MiB ({:.2})", mib(bytes), bytes as f64 / goal as f64)
+    };
+    let zero = |n: u64| format!("{n} ({})", if n == 0 { "met" } else { "not met" });
+    vec![
+        (
+            format!("every install Active (<= {} s)", ADMISSION_GOAL.as_secs()),
+            seconds(b.admitted, ADMISSION_GOAL),
+        ),
+        (
+            format!(
+                "rollout: created, gated, seen (<= {} s)",
+                ROLLOUT_GOAL.as_secs()
+            ),
+            seconds(r.gated, ROLLOUT_GOAL),
+        ),
+        (
+            format!("CPU ms per plan (<= {CPU_MS_PER_PLAN_GOAL})"),
+            format!("{cpu:.2} ({:.2})", cpu / CPU_MS_PER_PLAN_GOAL),
+        ),
+        (
+            "apiserver RSS peak (<= 1024 MiB)".to_owned(),
+            memory(b.apiserver.peak, APISERVER_RSS_GOAL),
+        ),
+        (
+            "controllers RSS peak (<= 1024 MiB)".to_owned(),
+            memory(b.controllers.peak, CONTROLLERS_RSS_GOAL),
+        ),
+        (
+            format!("store writes per plan (<= {WRITES_PER_PLAN_GOAL})"),
+            format!("{writes:.2} ({:.2})", writes / WRITES_PER_PLAN_GOAL),
+        ),
+        ("runner watch errors (0)".to_owned(), zero(b.watch_errors)),
+        (
+            format!("dispatch p99 (<= {} ms)", DISPATCH_P99_GOAL.as_millis()),
+            format!(
+                "{:.1} ms ({:.2})",
+                p99.as_secs_f64() * 1e3,
+                p99.as_secs_f64() / DISPATCH_P99_GOAL.as_secs_f64()
+            ),
+        ),
+        ("plans applied twice (0)".to_owned(), zero(b.applied_twice)),
+        ("claims lost (0)".to_owned(), zero(b.claims_lost)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::fleet::control_plane::{Backend, CacheBytes, CpuTimes, Memory};
+    use crate::fleet::phases::Rollout;
+
+    fn backend(backend: Backend, gated: u64, peak_mib: u64, claims_lost: u64) -> BackendReport {
+        BackendReport {
+            backend,
+            installs_created: Duration::from_secs(1),
+            runners_watching: Duration::from_secs(2),
+            admitted: Duration::from_secs(240),
+            admission_plans: 110,
+            rollout: Rollout {
+                plans: 10,
+                created: Duration::from_secs(gated),
+                gated: Duration::from_secs(gated),
+                rolled_out: Duration::from_secs(gated + 1),
+                writes: BTreeMap::from([(("create".to_owned(), "plans".to_owned()), 50)]),
+                writing: Duration::from_secs(gated),
+                cpu: CpuTimes {
+                    apiserver: Duration::from_millis(30),
+                    controllers: Duration::from_millis(10),
+                    runners: Duration::ZERO,
+                },
+            },
+            dispatch: vec![Duration::from_millis(4); 100],
+            dispatch_written: vec![Duration::from_millis(3); 100],
+            apiserver: Memory {
+                rss: peak_mib << 20,
+                peak: peak_mib << 20,
+            },
+            controllers: Memory {
+                rss: 100 << 20,
+                peak: 100 << 20,
+            },
+            caches: CacheBytes::default(),
+            claims_lost,
+            applied_twice: 0,
+            watch_errors: 0,
+            runner_errors: 0,
+        }
+    }
+
+    fn report(backends: Vec<BackendReport>) -> String {
+        FleetReport {
+            installs: 10,
+            components: 10,
+            backends,
+            raw_etcd_txn_per_second: 1000.0,
+        }
+        .to_string()
+    }
+
+    /// With two stores, the report ends with one row per goal holding each store's value
+    /// and ratio, in the stores' order; with one store it has no such table.
+    #[test]
+    fn two_stores_are_reported_side_by_side() {
+        let text = report(vec![
+            backend(Backend::Embedded, 20, 512, 0),
+            backend(Backend::Etcd, 40, 2048, 3),
+        ]);
+        let table = &text[text.find("side by side").expect("a side-by-side table")..];
+        let row = |label: &str| {
+            table
+                .lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .unwrap_or_else(|| panic!("no row {label} in\n{table}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .unwrap()
+                .ends_with("embedded              etcd")
+        );
+        assert!(
+            row("rollout").ends_with("20.0 s (2.00) 40.0 s (4.00)"),
+            "{table}"
+        );
+        assert!(row("every install Active").ends_with("240.0 s (2.00) 240.0 s (2.00)"));
+        assert!(row("CPU ms per plan").ends_with("4.00 (2.00) 4.00 (2.00)"));
+        assert!(row("apiserver RSS peak").ends_with("512 MiB (0.50) 2048 MiB (2.00)"));
+        assert!(row("store writes per plan").ends_with("5.00 (1.00) 5.00 (1.00)"));
+        assert!(row("dispatch p99").ends_with("4.0 ms (0.40) 4.0 ms (0.40)"));
+        assert!(row("claims lost").ends_with("0 (met) 3 (not met)"));
+        assert_eq!(table.lines().count(), 2 + 10, "{table}");
+
+        let one = report(vec![backend(Backend::Embedded, 20, 512, 0)]);
+        assert!(!one.contains("side by side"), "{one}");
     }
 }
