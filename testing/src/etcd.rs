@@ -106,6 +106,11 @@ impl ThrowawayEtcd {
         &self.endpoint
     }
 
+    /// The etcd process's id (for its CPU time and memory in benchmarks).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The `--store` value of `outpost server` for this etcd, `etcd://127.0.0.1:PORT`.
     pub fn store(&self) -> String {
         format!("etcd://{}", self.endpoint.trim_start_matches("http://"))

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::control_plane::Backend;
 use super::phases::BackendReport;
 
 /// Goal: the one-component rollout's Plans created, gated and seen within this.
@@ -130,6 +131,14 @@ impl fmt::Display for FleetReport {
                 per_plan(r.cpu.controllers),
                 per_plan(r.cpu.runners)
             )?;
+            if b.backend == Backend::Etcd {
+                writeln!(
+                    f,
+                    "    etcd itself                   {:>9.2}     (not in the figure, which counts what the embedded store's apiserver does; with it {:.2})",
+                    per_plan(r.cpu.etcd),
+                    cpu + per_plan(r.cpu.etcd)
+                )?;
+            }
             writeln!(
                 f,
                 "dispatch ({} approvals, {} runners watching)",
@@ -265,6 +274,14 @@ fn figures(b: &BackendReport) -> Vec<(String, String)> {
             format!("{cpu:.2} ({:.2})", cpu / CPU_MS_PER_PLAN_GOAL),
         ),
         (
+            "  and etcd's own, not in the goal".to_owned(),
+            if b.backend == Backend::Etcd {
+                format!("{:.2}", per_plan(r.cpu.etcd))
+            } else {
+                "-".to_owned()
+            },
+        ),
+        (
             "apiserver RSS peak (<= 1024 MiB)".to_owned(),
             memory(b.apiserver.peak, APISERVER_RSS_GOAL),
         ),
@@ -295,7 +312,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::fleet::control_plane::{Backend, CacheBytes, CpuTimes, Memory};
+    use crate::fleet::control_plane::{CacheBytes, CpuTimes, Memory};
     use crate::fleet::phases::Rollout;
 
     fn backend(backend: Backend, gated: u64, peak_mib: u64, claims_lost: u64) -> BackendReport {
@@ -316,6 +333,7 @@ mod tests {
                     apiserver: Duration::from_millis(30),
                     controllers: Duration::from_millis(10),
                     runners: Duration::ZERO,
+                    etcd: Duration::from_millis(if backend == Backend::Etcd { 20 } else { 0 }),
                 },
             },
             dispatch: vec![Duration::from_millis(4); 100],
@@ -377,11 +395,21 @@ mod tests {
         );
         assert!(row("every install Active").ends_with("240.0 s (2.00) 240.0 s (2.00)"));
         assert!(row("CPU ms per plan").ends_with("4.00 (2.00) 4.00 (2.00)"));
+        assert!(row("and etcd's own").ends_with("- 2.00"), "{table}");
         assert!(row("apiserver RSS peak").ends_with("512 MiB (0.50) 2048 MiB (2.00)"));
         assert!(row("store writes per plan").ends_with("5.00 (1.00) 5.00 (1.00)"));
         assert!(row("dispatch p99").ends_with("4.0 ms (0.40) 4.0 ms (0.40)"));
         assert!(row("claims lost").ends_with("0 (met) 3 (not met)"));
-        assert_eq!(table.lines().count(), 2 + 10, "{table}");
+        assert_eq!(table.lines().count(), 2 + 11, "{table}");
+        // The etcd section says what etcd itself used, outside the figure.
+        let etcd = &text[text.find("[etcd store]").unwrap()..];
+        assert!(
+            etcd.contains("etcd itself                        2.00"),
+            "{etcd}"
+        );
+        assert!(etcd.contains("with it 6.00"), "{etcd}");
+        let embedded = &text[..text.find("[etcd store]").unwrap()];
+        assert!(!embedded.contains("etcd itself"), "{embedded}");
 
         let one = report(vec![backend(Backend::Embedded, 20, 512, 0)]);
         assert!(!one.contains("side by side"), "{one}");
