@@ -91,18 +91,7 @@ pub(super) fn run(
         let ops: Vec<&WriteOp> = batch.iter().map(|r| &r.op).collect();
         match apply(&shared, &ops, history) {
             Ok(applied) => {
-                if let Some(took) = applied.timing.slow(SLOW_BATCH) {
-                    tracing::warn!(
-                        took_ms = millis(took),
-                        writes_ms = millis(applied.timing.writes),
-                        compaction_ms = millis(applied.timing.compaction),
-                        commit_ms = millis(applied.timing.commit),
-                        requests = batch.len(),
-                        compacted = applied.timing.compacted,
-                        "embedded store: a batch took longer than {} ms to be durable",
-                        SLOW_BATCH.as_millis(),
-                    );
-                }
+                let (timing, requests) = (applied.timing, batch.len());
                 shared.revision.store(applied.revision, Ordering::SeqCst);
                 shared.compacted.store(applied.compacted, Ordering::SeqCst);
                 if !applied.events.is_empty() {
@@ -111,6 +100,19 @@ pub(super) fn run(
                 }
                 for (request, outcome) in batch.into_iter().zip(applied.outcomes) {
                     let _ = request.reply.send(outcome);
+                }
+                // After the answers: the log line delays none of them.
+                if let Some(took) = timing.slow(SLOW_BATCH) {
+                    tracing::warn!(
+                        took_ms = millis(took),
+                        writes_ms = millis(timing.writes),
+                        compaction_ms = millis(timing.compaction),
+                        commit_ms = millis(timing.commit),
+                        requests,
+                        compacted = timing.compacted,
+                        "embedded store: a batch took longer than {} ms to be durable",
+                        SLOW_BATCH.as_millis(),
+                    );
                 }
             }
             Err(err) => {
