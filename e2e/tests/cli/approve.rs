@@ -18,19 +18,7 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
         .stderr(Stdio::piped());
     let mut follower = follow.spawn().unwrap();
     // Approve only once the follower has seen the Plan waiting.
-    let (lines, seen) = std::sync::mpsc::channel();
-    let follower_stderr = follower.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        let mut all = String::new();
-        for line in std::io::BufReader::new(follower_stderr).lines() {
-            let line = line.unwrap();
-            all.push_str(&line);
-            all.push('\n');
-            let _ = lines.send(line);
-        }
-        all
-    });
+    let (seen, reader) = stderr_lines(&mut follower);
     let awaiting = format!("plan {waiting}: AwaitingApproval");
     loop {
         let line = seen
@@ -112,19 +100,7 @@ async fn approve_binds_to_the_content_hash_and_logs_follow_the_plan() {
     // Its standard error, line by line as it comes: the approval below waits until the
     // trigger has shown the Plan waiting (it polls every 300 ms; approved sooner, it
     // would never see that phase).
-    let (lines, seen) = std::sync::mpsc::channel::<String>();
-    let trigger_stderr = trigger.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        let mut all = String::new();
-        for line in std::io::BufReader::new(trigger_stderr).lines() {
-            let line = line.unwrap();
-            all.push_str(&line);
-            all.push('\n');
-            let _ = lines.send(line);
-        }
-        all
-    });
+    let (seen, reader) = stderr_lines(&mut trigger);
     let manual = eventually(30, "the manual trigger to be gated", async || {
         let listed = plans
             .list(&ListParams::default().labels("outpost.dev/install=acme"))
@@ -242,4 +218,28 @@ async fn deny_records_who_and_why() {
     fleet.wait_install("acme", "Degraded").await;
     let again = fleet.fails(&["deny", &waiting, "--reason", "twice"]);
     assert!(again.contains("is Denied, not AwaitingApproval"), "{again}");
+}
+
+/// A child's standard error line by line as it comes (the receiver), and all of it once
+/// the child closes it (the thread's result).
+fn stderr_lines(
+    child: &mut std::process::Child,
+) -> (
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<String>,
+) {
+    let (lines, seen) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().expect("a piped standard error");
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
+    });
+    (seen, reader)
 }
